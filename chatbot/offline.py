@@ -1,0 +1,198 @@
+"""The offline model: a deterministic LangChain chat model that answers extractively, with [n] cites.
+
+It reads the very prompt a real LLM gets (numbered `<passage>` blocks and a `<question>`), picks
+the sentences that best answer the question and returns them with their passage numbers. Given
+the condense prompt it rewrites a follow-up into a standalone question instead.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+
+from .keyword import asks_for_list, terms
+from .prompts import NO_ANSWER
+
+_PASSAGE = re.compile(r'<passage n="(\d+)" title="([^"]*)">\n(.*?)\n</passage>', re.DOTALL)
+_QUESTION = re.compile(r"<question>\s*(.*?)\s*</question>", re.DOTALL)
+_CONVERSATION = re.compile(r"<conversation>\s*(.*?)\s*</conversation>", re.DOTALL)
+_SENTENCE_END = re.compile(r"(?<=[.!?…])[\"”’)]*\s+(?=[\"“‘(A-Z0-9])")
+# Words that point back into the conversation: a question using them does not stand alone.
+_REFERRING = re.compile(
+    r"\b(it|its|they|them|their|this|that|these|those|he|she|his|her|the (paper|work|summary|"
+    r"study|approach|method|authors?|model|problem|idea))\b",
+    re.IGNORECASE,
+)
+# "This is the challenge of X." needs the sentence before it to mean anything.
+_ANAPHORIC = re.compile(r"^(This|These|That|Those|It|They|Such)\b")
+# Blog-style summaries open with a bare "Introduction" heading run into the first sentence.
+_LEAD = re.compile(r"^Introduction\s+(?=[A-Z])")
+MAX_SENTENCES = 3
+MAX_LISTED = 5
+
+
+@dataclass(frozen=True)
+class _Sentence:
+    n: int  # passage number
+    rank: int  # position of the passage in the prompt (0 = best retrieved)
+    index: int  # position of the sentence in its passage
+    text: str
+    terms: frozenset[str]
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of `text`, without a trailing ellipsis fragment."""
+    parts = [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+    return [p for p in parts if p not in ("...", "…")]
+
+
+def cite(sentence: str, n: int) -> str:
+    """The sentence with its `[n]` marker placed before the final full stop."""
+    sentence = re.sub(r"\s*(\.\.\.|…)$", "", sentence).rstrip()
+    if sentence.endswith("."):
+        return f"{sentence[:-1]} [{n}]."
+    return f"{sentence} [{n}]"
+
+
+def _sentences(rank: int, n: int, title: str, body: str) -> list[_Sentence]:
+    parts = split_sentences(body)
+    if parts and title and parts[0].startswith(title) and len(parts[0]) > len(title):
+        # A summary that opens with its headline: the headline (shown with the sources anyway)
+        # is not part of the first sentence.
+        parts[0] = parts[0][len(title) :].strip()
+    parts = [_LEAD.sub("", p) for p in parts]
+    return [_Sentence(n, rank, i, p, frozenset(terms(p))) for i, p in enumerate(parts) if p]
+
+
+def answer_from_prompt(prompt: str) -> str:
+    """The extractive answer to the question in an answer prompt."""
+    question_match = _QUESTION.search(prompt)
+    question = html.unescape(question_match.group(1)) if question_match else ""
+    sentences: list[_Sentence] = []
+    passages: dict[int, frozenset[str]] = {}
+    for rank, (n, title, body) in enumerate(_PASSAGE.findall(prompt)):
+        title, body = html.unescape(title), html.unescape(body)
+        sentences += _sentences(rank, int(n), title, body)
+        passages[int(n)] = frozenset(terms(f"{title} {body}"))
+    wanted = Counter(terms(question))
+    if not sentences or not wanted:
+        return NO_ANSWER
+    # Rare terms say more about what is asked than common ones.
+    df = Counter(t for s in sentences for t in s.terms)
+    idf = {t: math.log(1 + len(sentences) / (1 + df[t])) for t in wanted}
+    total = sum(idf.values())
+
+    def score(s: _Sentence) -> float:
+        overlap = sum(idf[t] for t in wanted if t in s.terms) / total
+        # Retrieval rank breaks ties, and a sentence early in its passage tends to set the topic.
+        return overlap + 0.08 / (1 + s.rank) + 0.01 / (1 + s.index)
+
+    ranked = sorted(sentences, key=lambda s: (-score(s), s.rank, s.index))
+    best = ranked[0]
+    top = score(best)
+    if asks_for_list(question):
+        return _list_answer(ranked, score, passages, wanted, idf, total)
+    same = [s for s in ranked[1:] if s.n == best.n and score(s) > 0.1][:1]
+    main = sorted([best, *same], key=lambda s: s.index)
+    main[0] = _with_antecedent(main[0], sentences)
+    chosen = [s for s in main]
+    for s in ranked[1:]:
+        if len(chosen) >= MAX_SENTENCES:
+            break
+        if s.n != best.n and score(s) >= 0.8 * top:
+            chosen.append(s)
+    return " ".join(cite(s.text, s.n) for s in chosen)
+
+
+def _list_answer(ranked, score, passages, wanted, idf, total) -> str:
+    """For "which papers…": the best sentence of each passage that, as a whole, is on topic."""
+
+    def relevance(n: int) -> float:
+        return sum(idf[t] for t in wanted if t in passages[n]) / total
+
+    best = max(relevance(n) for n in passages)
+    picks: dict[int, _Sentence] = {}
+    for s in ranked:
+        if len(picks) < MAX_LISTED and s.n not in picks and relevance(s.n) >= 0.5 * best:
+            picks[s.n] = s
+    order = sorted(picks.values(), key=lambda s: (-relevance(s.n), s.rank))
+    return " ".join(cite(s.text, s.n) for s in order)
+
+
+def _with_antecedent(s: _Sentence, sentences: list[_Sentence]) -> _Sentence:
+    """A sentence opening with "This is…" read alone says nothing: prepend the one before it."""
+    if s.index == 0 or not _ANAPHORIC.match(s.text):
+        return s
+    prev = next((p for p in sentences if p.n == s.n and p.index == s.index - 1), None)
+    if prev is None or prev.text.endswith(":"):
+        return s
+    return replace(s, index=prev.index, text=f"{prev.text} {s.text}")
+
+
+def condense_from_prompt(prompt: str) -> str:
+    """A standalone question: a follow-up that refers back gets the earlier topic attached."""
+    question_match = _QUESTION.search(prompt)
+    question = html.unescape(question_match.group(1)).strip() if question_match else ""
+    conv = _CONVERSATION.search(prompt)
+    turns = conv.group(1).splitlines() if conv else []
+    last_user = next(
+        (t[len("User:") :].strip() for t in reversed(turns) if t.startswith("User:")), ""
+    )
+    if not last_user or not (_REFERRING.search(question) or len(terms(question)) <= 1):
+        return question
+    return f"{question} (about: {last_user})"
+
+
+class OfflineChatModel(BaseChatModel):
+    """Answers from the passages in its prompt, extractively; no network, no randomness."""
+
+    model_name: str = "offline"
+    chunk_words: int = 1
+
+    @property
+    def _llm_type(self) -> str:
+        return "chatbot-offline"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model_name": self.model_name}
+
+    def _reply(self, messages: list[BaseMessage]) -> str:
+        prompt = str(messages[-1].content) if messages else ""
+        if "Standalone question:" in prompt and "<conversation>" in prompt:
+            return condense_from_prompt(prompt)
+        return answer_from_prompt(prompt)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        text = self._reply(messages)
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        # Word by word, as a real model streams, so the UI and CLI exercise the same path.
+        for piece in re.findall(r"\S+\s*", self._reply(messages)):
+            chunk = ChatGenerationChunk(message=AIMessageChunk(content=piece))
+            if run_manager:
+                run_manager.on_llm_new_token(piece, chunk=chunk)
+            yield chunk

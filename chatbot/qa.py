@@ -1,0 +1,351 @@
+"""The question-answering pipeline and the public `Chatbot` API."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+
+from . import citations
+from .corpus import Passage
+from .errors import ChatbotError, ModelError, QuestionError
+from .keyword import asks_for_list
+from .prompts import NO_ANSWER, format_history, format_passages, load_prompts
+from .settings import Settings
+
+History = Sequence[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class Citation:
+    """A passage the answer cites as `[n]`."""
+
+    n: int
+    doc_id: str
+    title: str
+    text: str
+    score: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str | None:
+        """Link to the paper, when the document has one."""
+        return self.metadata.get("url")
+
+    @property
+    def paper(self) -> str | None:
+        """The paper's own title, when known."""
+        return self.metadata.get("paper")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape used by the CLI and the UI."""
+        return {
+            "n": self.n,
+            "doc_id": self.doc_id,
+            "title": self.title,
+            "text": self.text,
+            "score": self.score,
+            "paper": self.paper,
+            "url": self.url,
+        }
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answer with the passages it cites, and how it was produced."""
+
+    question: str
+    text: str
+    citations: list[Citation]
+    abstained: bool
+    standalone_question: str
+    passages: list[Passage] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """`{"answer", "abstained", "citations": [...]}`, as `chatbot ask --json` prints it."""
+        return {
+            "answer": self.text,
+            "abstained": self.abstained,
+            "citations": [c.to_dict() for c in self.citations],
+        }
+
+
+class AnswerStream:
+    """Iterates over the answer's text pieces; `.answer` holds the full Answer once done."""
+
+    def __init__(self, pieces: Iterator[str]) -> None:
+        self._pieces = pieces
+        self.answer: Answer | None = None
+
+    def __iter__(self) -> Iterator[str]:
+        return self._pieces
+
+
+class Chatbot:
+    """Ask questions about the indexed papers; answers cite the passages they come from."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        llm: BaseChatModel | None = None,
+        **overrides: Any,
+    ) -> None:
+        self.settings = settings.with_(**overrides) if settings else Settings.load(**overrides)
+        self._llm = llm
+        self._store = None
+        self._retriever = None
+        self._ready = False
+        self._lock = threading.Lock()
+
+    # -- components, created on first use so `Chatbot()` itself is instant ---------------------
+
+    @property
+    def store(self):
+        """The passage store (Chroma)."""
+        if self._store is None:
+            from .store import Store
+
+            self._store = Store(self.settings)
+        return self._store
+
+    @property
+    def retriever(self):
+        """The hybrid retriever over the store."""
+        if self._retriever is None:
+            from .retrieval import Retriever
+
+            self._retriever = Retriever(self.store)
+        return self._retriever
+
+    @property
+    def llm(self) -> BaseChatModel:
+        """The chat model: the offline one unless a real model is configured."""
+        if self._llm is None:
+            from .llm import make_chat_model
+
+            self._llm = make_chat_model(self.settings)
+        return self._llm
+
+    # -- indexing ------------------------------------------------------------------------------
+
+    def ingest(
+        self,
+        paths: Sequence[str | Path] | None = None,
+        *,
+        progress: bool | None = None,
+        rebuild: bool = False,
+    ):
+        """Index the documents under `paths` (default: the corpus folder), incrementally."""
+        from .corpus import Splitter, load_documents
+        from .ingest import sync
+
+        roots = list(paths) if paths else [self.settings.corpus_dir]
+        docs, problems = load_documents(roots)
+        with self._lock:
+            if rebuild:
+                self.store.reset()
+            splitter = Splitter(self.settings.chunk_tokens, self.settings.chunk_overlap)
+            report = sync(self.store, splitter, docs, roots, problems, progress=progress)
+            if report.changed or rebuild:
+                self.retriever.rebuild_keyword_index()
+            self._ready = True
+        return report
+
+    def ensure_index(self) -> None:
+        """Build the index from the corpus folder on first use if the store is empty."""
+        if self._ready:
+            return
+        if self.store.count() == 0 and self.settings.corpus_dir.is_dir():
+            self.ingest()
+        self._ready = True
+
+    # -- asking --------------------------------------------------------------------------------
+
+    def retrieve(
+        self, question: str, k: int | None = None, where: dict | None = None
+    ) -> list[Passage]:
+        """The `k` passages that best match `question`, best first."""
+        self._check(question, [])
+        self.ensure_index()
+        return self.retriever.search(question, k, where).passages
+
+    def ask(
+        self,
+        question: str,
+        history: History | None = None,
+        *,
+        k: int | None = None,
+        where: dict | None = None,
+    ) -> Answer:
+        """Answer `question` from the corpus, with `[n]` citations."""
+        stream = self.stream(question, history, k=k, where=where)
+        for _ in stream:
+            pass
+        assert stream.answer is not None
+        return stream.answer
+
+    def stream(
+        self,
+        question: str,
+        history: History | None = None,
+        *,
+        k: int | None = None,
+        where: dict | None = None,
+    ) -> AnswerStream:
+        """Answer `question` piece by piece; the stream's `.answer` is set when it ends."""
+        history = list(history or [])
+        self._check(question, history)
+        self.ensure_index()
+        timings: dict[str, float] = {}
+        started = time.perf_counter()
+        standalone = self._standalone(question.strip(), history)
+        timings["condense"] = time.perf_counter() - started
+        t = time.perf_counter()
+        if k is None and asks_for_list(standalone):
+            # A question about several works needs more than the usual handful of passages.
+            k = self.settings.top_k + 3
+        found = self.retriever.search(standalone, k, where)
+        timings["retrieve"] = time.perf_counter() - t
+        stream = AnswerStream(iter(()))
+
+        def finish(text: str) -> None:
+            timings["total"] = time.perf_counter() - started
+            stream.answer = self._answer(question, standalone, text, found.passages, timings)
+
+        if not found.relevant:
+            # Nothing relevant: say so without asking the model to invent something.
+            def abstain() -> Iterator[str]:
+                yield NO_ANSWER
+                finish(NO_ANSWER)
+
+            stream._pieces = abstain()
+            return stream
+
+        def generate() -> Iterator[str]:
+            t0 = time.perf_counter()
+            parts: list[str] = []
+            valid = set(range(1, len(found.passages) + 1))
+            raw = self._generate(standalone, found.passages, history)
+            for piece in citations.clean_stream(raw, valid):
+                parts.append(piece)
+                yield piece
+            timings["generate"] = time.perf_counter() - t0
+            text = "".join(parts).strip()
+            if not text:
+                raise ModelError("The model returned an empty answer; try again or another model.")
+            finish(text)
+
+        stream._pieces = generate()
+        return stream
+
+    # -- pieces of the pipeline ----------------------------------------------------------------
+
+    def _check(self, question: str, history: History) -> None:
+        if not isinstance(question, str) or not question.strip():
+            raise QuestionError("The question is empty: type a question about the papers.")
+        limit = self.settings.max_question_chars
+        if len(question) > limit:
+            raise QuestionError(
+                f"The question is {len(question)} characters long; the limit is {limit} "
+                "(CHATBOT_MAX_QUESTION_CHARS). Shorten it."
+            )
+        for turn in history:
+            if (
+                not isinstance(turn, dict)
+                or turn.get("role") not in ("user", "assistant")
+                or not isinstance(turn.get("content"), str)
+            ):
+                raise QuestionError(
+                    'Each history turn must be {"role": "user" or "assistant", "content": str}.'
+                )
+
+    def _chain(self, name: str):
+        prompts = load_prompts()
+        if name == "condense":
+            template = ChatPromptTemplate.from_messages([("human", prompts.condense)])
+        else:
+            template = ChatPromptTemplate.from_messages(
+                [
+                    ("system", prompts.system),
+                    MessagesPlaceholder("history"),
+                    ("human", prompts.answer),
+                ]
+            )
+        return template | self.llm | StrOutputParser()
+
+    def _standalone(self, question: str, history: History) -> str:
+        if not any(t["role"] == "user" for t in history):
+            return question
+        try:
+            out = self._chain("condense").invoke(
+                {"history": format_history(history), "question": question}
+            )
+        except ChatbotError:
+            raise
+        except Exception as e:
+            raise ModelError(f"The model failed to rewrite the follow-up question: {e}") from e
+        out = out.strip().strip('"').strip()
+        return out or question
+
+    def _generate(self, question: str, passages: list[Passage], history: History) -> Iterator[str]:
+        messages = [
+            HumanMessage(t["content"]) if t["role"] == "user" else AIMessage(t["content"])
+            for t in history
+        ]
+        inputs = {
+            "passages": format_passages(passages),
+            "question": question,
+            "no_answer": NO_ANSWER,
+            "history": messages,
+        }
+        try:
+            yield from self._chain("answer").stream(inputs)
+        except ChatbotError:
+            raise
+        except Exception as e:
+            raise ModelError(f"The model failed to answer: {e}") from e
+
+    def _answer(
+        self,
+        question: str,
+        standalone: str,
+        text: str,
+        passages: list[Passage],
+        timings: dict[str, float],
+    ) -> Answer:
+        timings = {k: round(v, 4) for k, v in timings.items()}
+        if NO_ANSWER.rstrip(".").lower() in text.lower() or not passages:
+            return Answer(question, NO_ANSWER, [], True, standalone, passages, {}, timings)
+        cites = [
+            Citation(n, p.doc_id, p.title, p.text, p.score, dict(p.metadata))
+            for n, p in enumerate(passages, 1)
+            if n in citations.cited(text)
+        ]
+        return Answer(question, text, cites, False, standalone, passages, {}, timings)
+
+    def info(self) -> dict[str, Any]:
+        """Where the data lives, what is indexed, and which models are in use."""
+        from .store import embedding_name
+
+        store = self.store
+        docs = store.documents()
+        return {
+            "data_dir": str(self.settings.data_dir),
+            "store": self.settings.chroma_url or str(self.settings.data_dir / "chroma"),
+            "collection": self.settings.collection,
+            "documents": len(docs),
+            "passages": store.count(),
+            "embedding_model": embedding_name(store.embeddings),
+            "model": self.settings.model_label,
+        }

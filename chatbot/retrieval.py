@@ -1,0 +1,116 @@
+"""Hybrid retrieval: dense (Chroma) and BM25 fused by reciprocal rank, and the abstention rule."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, replace
+
+from .corpus import Passage
+from .keyword import KeywordIndex, terms
+from .store import Store
+
+RRF_K = 60
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """Passages for a query, best first, and whether they are relevant enough to answer from."""
+
+    query: str
+    passages: list[Passage]
+    dense_best: float
+    coverage: float
+    relevant: bool
+
+
+def relevant(dense_best: float, coverage: float, min_relevance: float) -> bool:
+    """The abstention rule: is the best evidence close enough to the question to answer from?
+
+    Dense similarity alone confuses "on a related theme" with "about this"; keyword coverage alone
+    is fooled by common words. A clearly similar passage is enough; a borderline one also needs
+    the question's own terms to appear in it. Calibrated on held-out questions (see
+    benchmarks/calibrate_abstention.py), not on the dev set.
+    """
+    if dense_best >= min_relevance + 0.15:
+        return True
+    return dense_best >= min_relevance and coverage >= 0.5
+
+
+class Retriever:
+    """Searches one store; keeps its keyword index in step with the store's revision."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.settings = store.settings
+        self._keyword: KeywordIndex | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def _keyword_dir(self):
+        return self.settings.data_dir / "bm25" / self.settings.collection
+
+    def keyword_index(self) -> KeywordIndex:
+        """The BM25 index for the store's current revision, loaded or rebuilt as needed."""
+        revision = self.store.revision
+        with self._lock:
+            if self._keyword is not None and self._keyword.revision == revision:
+                return self._keyword
+            index = KeywordIndex.load(self._keyword_dir, revision)
+            if index is None:
+                index = self.rebuild_keyword_index(revision)
+            self._keyword = index
+            return index
+
+    def rebuild_keyword_index(self, revision: str | None = None) -> KeywordIndex:
+        """Rebuild BM25 from the store's passages and save it."""
+        revision = self.store.revision if revision is None else revision
+        ids, texts, metas = self.store.all_passages()
+        searchable = [f"{(m or {}).get('title', '')}\n{t}" for t, m in zip(texts, metas)]
+        index = KeywordIndex.build(ids, searchable, revision)
+        index.save(self._keyword_dir)
+        self._keyword = index
+        return index
+
+    def search(self, query: str, k: int | None = None, where: dict | None = None) -> Retrieval:
+        """The `k` best passages for `query` by reciprocal-rank fusion of dense and BM25 results."""
+        k = k or self.settings.top_k
+        depth = max(4 * k, 20)
+        vector = self.store.embeddings.embed_query(query)
+        dense = self.store.query(vector, depth, where)
+        keyword = self.keyword_index().search(query, depth)
+        by_id: dict[str, Passage] = {p.passage_id: p for p, _ in dense}
+        if where and keyword:
+            allowed = self.store.get([i for i, _ in keyword], where=where)
+            keyword = [(i, s) for i, s in keyword if i in allowed]
+            by_id.update(allowed)
+        fused: dict[str, float] = {}
+        for ranking in ([p.passage_id for p, _ in dense], [i for i, _ in keyword]):
+            for rank, pid in enumerate(ranking):
+                fused[pid] = fused.get(pid, 0.0) + 1.0 / (RRF_K + rank + 1)
+        top = sorted(fused, key=lambda pid: (-fused[pid], pid))[:k]
+        missing = [pid for pid in top if pid not in by_id]
+        by_id.update(self.store.get(missing))
+        best = 2.0 / (RRF_K + 1)  # first in both rankings
+        passages = [
+            replace(by_id[pid], score=round(fused[pid] / best, 4)) for pid in top if pid in by_id
+        ]
+        dense_best = max((s for _, s in dense), default=0.0)
+        coverage = _coverage(query, passages[:3])
+        return Retrieval(
+            query,
+            passages,
+            dense_best,
+            coverage,
+            relevant(dense_best, coverage, self.settings.min_relevance) and bool(passages),
+        )
+
+
+def _coverage(query: str, passages: list[Passage]) -> float:
+    """Share of the question's content terms found in the best passages (title included)."""
+    wanted = set(terms(query))
+    if not wanted:
+        return 0.0
+    found: set[str] = set()
+    for p in passages:
+        found |= set(terms(f"{p.title} {p.text}"))
+    return len(wanted & found) / len(wanted)

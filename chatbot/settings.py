@@ -1,0 +1,147 @@
+"""Settings, read once from the environment and `.env`; explicit overrides (CLI flags) win."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from dotenv import dotenv_values
+
+from .errors import ConfigError
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+MAX_QUESTION_CHARS = 2000
+
+
+def _default_data_dir(env: dict[str, str]) -> Path:
+    base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "icml-chatbot"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every knob of the chatbot; the defaults work offline on a fresh machine."""
+
+    data_dir: Path
+    corpus_dir: Path = PROJECT_DIR / "corpus"
+    collection: str = "summaries"
+    chroma_url: str | None = None
+    embeddings: str = "minilm"
+    embedding_model: str = "text-embedding-3-small"
+    embedding_base_url: str | None = None
+    embedding_api_key: str | None = field(default=None, repr=False)
+    model: str = ""
+    openai_api_key: str | None = field(default=None, repr=False)
+    openai_base_url: str | None = None
+    top_k: int = 5
+    chunk_tokens: int = 200
+    chunk_overlap: int = 30
+    min_relevance: float = 0.30
+    max_question_chars: int = MAX_QUESTION_CHARS
+    timeout: float = 60.0
+    max_retries: int = 3
+    context_window: int | None = None
+    max_answer_tokens: int = 512
+
+    # Environment variable for each field; the API key names are the ones every OpenAI tool uses.
+    ENV = {
+        "data_dir": "CHATBOT_DATA_DIR",
+        "corpus_dir": "CHATBOT_CORPUS_DIR",
+        "collection": "CHATBOT_COLLECTION",
+        "chroma_url": "CHATBOT_CHROMA_URL",
+        "embeddings": "CHATBOT_EMBEDDINGS",
+        "embedding_model": "CHATBOT_EMBEDDING_MODEL",
+        "embedding_base_url": "CHATBOT_EMBEDDING_BASE_URL",
+        "embedding_api_key": "CHATBOT_EMBEDDING_API_KEY",
+        "model": "CHATBOT_MODEL",
+        "openai_api_key": "OPENAI_API_KEY",
+        "openai_base_url": "OPENAI_BASE_URL",
+        "top_k": "CHATBOT_TOP_K",
+        "chunk_tokens": "CHATBOT_CHUNK_TOKENS",
+        "chunk_overlap": "CHATBOT_CHUNK_OVERLAP",
+        "min_relevance": "CHATBOT_MIN_RELEVANCE",
+        "max_question_chars": "CHATBOT_MAX_QUESTION_CHARS",
+        "timeout": "CHATBOT_TIMEOUT",
+        "max_retries": "CHATBOT_MAX_RETRIES",
+        "context_window": "CHATBOT_CONTEXT_WINDOW",
+        "max_answer_tokens": "CHATBOT_MAX_ANSWER_TOKENS",
+    }
+
+    @classmethod
+    def load(cls, env_file: str | Path | None = ".env", **overrides: Any) -> Settings:
+        """Read `.env`, then the environment (which wins), then `overrides` (which win over all)."""
+        env: dict[str, str] = {}
+        if env_file is not None and Path(env_file).is_file():
+            env.update({k: v for k, v in dotenv_values(env_file).items() if v is not None})
+        env.update(os.environ)
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            name = cls.ENV.get(f.name)
+            raw = env.get(name) if name else None
+            if raw is not None and raw.strip() != "":
+                values[f.name] = _convert(f.name, f.type, raw.strip(), name)
+        values.setdefault("data_dir", _default_data_dir(env))
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        for key in ("data_dir", "corpus_dir"):
+            values[key] = Path(values.get(key, cls.__dataclass_fields__[key].default)).expanduser()
+        settings = cls(**values)
+        settings.check()
+        return settings
+
+    def check(self) -> None:
+        """Reject combinations that cannot work, with the fix in the message."""
+        if self.embeddings not in ("minilm", "openai"):
+            raise ConfigError(
+                f"CHATBOT_EMBEDDINGS={self.embeddings!r} is not known: use 'minilm' (offline, the "
+                "default) or 'openai' (an OpenAI-compatible /v1/embeddings endpoint)."
+            )
+        if len(self.collection) < 3:
+            raise ConfigError(
+                f"Collection name {self.collection!r} is too short: Chroma needs 3 or more characters."
+            )
+        if self.top_k < 1:
+            raise ConfigError("CHATBOT_TOP_K must be at least 1.")
+        if not 0 <= self.chunk_overlap < self.chunk_tokens:
+            raise ConfigError(
+                "CHATBOT_CHUNK_OVERLAP must be ≥ 0 and smaller than CHATBOT_CHUNK_TOKENS."
+            )
+
+    def with_(self, **changes: Any) -> Settings:
+        """A copy with some fields changed (None values are ignored)."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    @property
+    def uses_offline_model(self) -> bool:
+        """True when the offline model is asked for, or no real model is configured."""
+        return self.model_name == "offline"
+
+    @property
+    def model_name(self) -> str:
+        """The model in use: CHATBOT_MODEL, else gpt-4o-mini when a key or server is set."""
+        if self.model.strip().lower() == "offline":
+            return "offline"
+        if not (self.openai_api_key or self.openai_base_url):
+            return "offline"
+        return self.model.strip() or "gpt-4o-mini"
+
+    @property
+    def model_label(self) -> str:
+        """What `info` and the UI show: the model name and where it points, never the key."""
+        if self.uses_offline_model:
+            return "offline (extractive, no network)"
+        where = self.openai_base_url or "https://api.openai.com/v1"
+        return f"{self.model_name} at {where}"
+
+
+def _convert(name: str, type_: Any, raw: str, env_name: str | None) -> Any:
+    kind = str(type_)
+    try:
+        if kind.startswith("int"):
+            return int(raw)
+        if kind.startswith("float"):
+            return float(raw)
+    except ValueError:
+        raise ConfigError(f"{env_name}={raw!r} is not a number; fix it in the environment or .env.")
+    return raw

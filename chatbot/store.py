@@ -1,0 +1,266 @@
+"""The passage store: Chroma (embedded or a server) through langchain-chroma, plus an embedding cache."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from .corpus import Passage
+from .errors import ConfigError, StoreError
+from .settings import Settings
+
+# Metadata keys the chatbot writes on every passage; a document's own keys may not overwrite them.
+RESERVED = ("doc_id", "title", "fingerprint", "n_passages", "source", "chunk")
+
+
+def make_embeddings(settings: Settings) -> Embeddings:
+    """The embedding model named by the settings."""
+    if settings.embeddings == "openai":
+        from langchain_openai import OpenAIEmbeddings
+
+        key = settings.embedding_api_key or settings.openai_api_key
+        base = settings.embedding_base_url or settings.openai_base_url
+        if not (key or base):
+            raise ConfigError(
+                "CHATBOT_EMBEDDINGS=openai needs OPENAI_API_KEY (or CHATBOT_EMBEDDING_BASE_URL for "
+                "a local server); unset CHATBOT_EMBEDDINGS to use the offline model."
+            )
+        # check_embedding_ctx_length=False: the length check would download a tiktoken file.
+        return OpenAIEmbeddings(
+            model=settings.embedding_model,
+            base_url=base,
+            api_key=key or "not-needed",
+            check_embedding_ctx_length=False,
+            max_retries=settings.max_retries,
+            timeout=settings.timeout,
+        )
+    from .embeddings import MiniLMEmbeddings
+
+    return MiniLMEmbeddings()
+
+
+def embedding_name(embeddings: Embeddings) -> str:
+    """A name that identifies the vectors an embedding model produces."""
+    return getattr(embeddings, "model_name", None) or getattr(embeddings, "model", "unknown")
+
+
+class EmbeddingCache:
+    """Vectors on disk keyed by (model, text) hash, so the same text is never embedded twice."""
+
+    def __init__(self, path: Path, embeddings: Embeddings) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False, timeout=30)
+        self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB)")
+        self._lock = threading.Lock()
+        self.embeddings = embeddings
+        self._model = embedding_name(embeddings)
+        self.hits = 0
+
+    def _key(self, text: str) -> str:
+        return hashlib.sha256(f"{self._model}\0{text}".encode()).hexdigest()
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors for `texts`, computing only those not cached."""
+        keys = [self._key(t) for t in texts]
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = self._db.execute(
+                    f"SELECT key, vec FROM vectors WHERE key IN ({marks})", chunk
+                )
+                found.update((k, np.frombuffer(v, dtype=np.float32)) for k, v in rows)
+        missing = [i for i, k in enumerate(keys) if k not in found]
+        self.hits += len(keys) - len(missing)
+        if missing:
+            new = self.embeddings.embed_documents([texts[i] for i in missing])
+            rows = []
+            for i, vec in zip(missing, new):
+                arr = np.asarray(vec, dtype=np.float32)
+                found[keys[i]] = arr
+                rows.append((keys[i], arr.tobytes()))
+            with self._lock, self._db:
+                self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", rows)
+        return [found[k].tolist() for k in keys]
+
+
+@dataclass(frozen=True)
+class StoredDoc:
+    """What the store holds of one document."""
+
+    doc_id: str
+    source: str
+    fingerprints: frozenset[str]
+    complete: bool
+
+
+class Store:
+    """One Chroma collection of passages."""
+
+    def __init__(self, settings: Settings, embeddings: Embeddings | None = None) -> None:
+        from langchain_chroma import Chroma
+
+        self.settings = settings
+        self.embeddings = embeddings or make_embeddings(settings)
+        self.client = _client(settings)
+        name = embedding_name(self.embeddings)
+        try:
+            self.vs = Chroma(
+                collection_name=settings.collection,
+                embedding_function=self.embeddings,
+                client=self.client,
+                collection_configuration={"hnsw": {"space": "cosine"}},
+                collection_metadata={"embedding_model": name},
+            )
+            built_with = (self.collection.metadata or {}).get("embedding_model")
+        except Exception as e:
+            raise StoreError(
+                f"Cannot open the Chroma collection {settings.collection!r}: {e}"
+            ) from e
+        if built_with and built_with != name:
+            raise ConfigError(
+                f"Collection {settings.collection!r} was built with embeddings {built_with!r}, not "
+                f"{name!r}: run `chatbot ingest --rebuild`, or pick another CHATBOT_COLLECTION."
+            )
+        self.cache = EmbeddingCache(settings.data_dir / "embedding-cache.sqlite", self.embeddings)
+
+    @property
+    def collection(self):
+        """The raw chromadb collection."""
+        return self.vs._collection
+
+    def count(self) -> int:
+        """Number of passages stored."""
+        return self.collection.count()
+
+    @property
+    def revision(self) -> str:
+        """Changes whenever passages may have changed; the keyword index is tagged with it."""
+        return str((self.collection.metadata or {}).get("revision", ""))
+
+    def bump_revision(self) -> str:
+        """Mark the collection as changed (before changing it, so a crash leaves it marked)."""
+        rev = uuid.uuid4().hex
+        meta = dict(self.collection.metadata or {})
+        meta.pop("hnsw:space", None)
+        meta["revision"] = rev
+        self.collection.modify(metadata=meta)
+        return rev
+
+    def documents(self) -> dict[str, StoredDoc]:
+        """Every stored document with the fingerprints of its passages and whether it is whole."""
+        got = self.collection.get(include=["metadatas"])
+        seen: dict[str, dict[str, Any]] = {}
+        for meta in got["metadatas"] or []:
+            d = seen.setdefault(meta["doc_id"], {"source": meta.get("source", ""), "fps": {}})
+            fp = meta.get("fingerprint", "")
+            count, expected = d["fps"].get(fp, (0, meta.get("n_passages", 0)))
+            d["fps"][fp] = (count + 1, expected)
+        return {
+            doc_id: StoredDoc(
+                doc_id,
+                d["source"],
+                frozenset(d["fps"]),
+                complete=len(d["fps"]) == 1 and all(c == e for c, e in d["fps"].values()),
+            )
+            for doc_id, d in seen.items()
+        }
+
+    def add(self, passages: Sequence[Passage], metadatas: Sequence[dict[str, Any]]) -> None:
+        """Embed (through the cache) and upsert passages; ids are content hashes, so no duplicates."""
+        if not passages:
+            return
+        vectors = self.cache.embed([embed_text(p) for p in passages])
+        self.collection.upsert(
+            ids=[p.passage_id for p in passages],
+            documents=[p.text for p in passages],
+            embeddings=vectors,
+            metadatas=list(metadatas),
+        )
+
+    def delete_doc(self, doc_id: str, keep_fingerprint: str | None = None) -> None:
+        """Remove a document's passages (all, or those not of `keep_fingerprint`)."""
+        where: dict[str, Any] = {"doc_id": doc_id}
+        if keep_fingerprint:
+            where = {"$and": [where, {"fingerprint": {"$ne": keep_fingerprint}}]}
+        self.collection.delete(where=where)
+
+    def all_passages(self) -> tuple[list[str], list[str], list[dict[str, Any]]]:
+        """Ids, texts and metadata of every passage, for rebuilding the keyword index."""
+        got = self.collection.get(include=["documents", "metadatas"])
+        return got["ids"], got["documents"] or [], got["metadatas"] or []
+
+    def get(self, ids: Sequence[str], where: dict | None = None) -> dict[str, Passage]:
+        """Passages by id (those matching `where`, when given)."""
+        if not ids:
+            return {}
+        got = self.collection.get(ids=list(ids), where=where, include=["documents", "metadatas"])
+        return {
+            i: to_passage(i, doc, meta)
+            for i, doc, meta in zip(got["ids"], got["documents"], got["metadatas"])
+        }
+
+    def query(self, vector: Sequence[float], n: int, where: dict | None = None):
+        """Nearest passages to `vector` with their cosine similarity, best first."""
+        n = min(n, self.count())
+        if n <= 0:
+            return []
+        hits = self.vs.similarity_search_by_vector_with_relevance_scores(
+            list(vector), k=n, filter=where
+        )
+        return [(to_passage(d.id, d.page_content, d.metadata), 1.0 - dist) for d, dist in hits]
+
+    def reset(self) -> None:
+        """Drop every passage of the collection (for a rebuild)."""
+        self.vs.reset_collection()
+
+
+def embed_text(p: Passage) -> str:
+    """The text that is embedded: the passage, with its document's title for context."""
+    if p.title and not p.text.startswith(p.title):
+        return f"{p.title}\n{p.text}"
+    return p.text
+
+
+def to_passage(passage_id: str, text: str, meta: dict[str, Any] | None) -> Passage:
+    """A Passage from what Chroma returns."""
+    meta = dict(meta or {})
+    extra = {k: v for k, v in meta.items() if k not in RESERVED}
+    return Passage(passage_id, meta.get("doc_id", ""), meta.get("title", ""), text, 0.0, extra)
+
+
+def _client(settings: Settings):
+    import chromadb
+    from chromadb.config import Settings as ChromaSettings
+
+    chroma_settings = ChromaSettings(anonymized_telemetry=False)
+    if settings.chroma_url:
+        from urllib.parse import urlparse
+
+        url = urlparse(settings.chroma_url)
+        try:
+            return chromadb.HttpClient(
+                host=url.hostname or "127.0.0.1",
+                port=url.port or (443 if url.scheme == "https" else 8000),
+                ssl=url.scheme == "https",
+                settings=chroma_settings,
+            )
+        except Exception as e:
+            raise StoreError(
+                f"Cannot reach the Chroma server at {settings.chroma_url} ({e}). Start it with "
+                "`chroma run --path DIR --host 127.0.0.1 --port 8000`, or unset CHATBOT_CHROMA_URL "
+                "to use the embedded store."
+            ) from e
+    path = settings.data_dir / "chroma"
+    path.mkdir(parents=True, exist_ok=True)
+    return chromadb.PersistentClient(path=str(path), settings=chroma_settings)
