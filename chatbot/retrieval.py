@@ -10,6 +10,7 @@ from .keyword import KeywordIndex, terms
 from .store import Store
 
 RRF_K = 60
+COVERAGE_WEIGHT = 0.25
 
 
 @dataclass(frozen=True)
@@ -20,20 +21,18 @@ class Retrieval:
     passages: list[Passage]
     dense_best: float
     coverage: float
+    relevance: float
     relevant: bool
 
 
-def relevant(dense_best: float, coverage: float, min_relevance: float) -> bool:
-    """The abstention rule: is the best evidence close enough to the question to answer from?
+def relevance(dense_best: float, coverage: float) -> float:
+    """How well the best evidence matches the question; below CHATBOT_MIN_RELEVANCE we abstain.
 
     Dense similarity alone confuses "on a related theme" with "about this"; keyword coverage alone
-    is fooled by common words. A clearly similar passage is enough; a borderline one also needs
-    the question's own terms to appear in it. Calibrated on held-out questions (see
-    benchmarks/calibrate_abstention.py), not on the dev set.
+    is fooled by common words. Their sum separates questions the corpus answers from off-topic
+    ones better than either (see benchmarks/calibrate_abstention.py, run on held-out questions).
     """
-    if dense_best >= min_relevance + 0.15:
-        return True
-    return dense_best >= min_relevance and coverage >= 0.5
+    return dense_best + COVERAGE_WEIGHT * coverage
 
 
 class Retriever:
@@ -96,21 +95,17 @@ class Retriever:
         ]
         dense_best = max((s for _, s in dense), default=0.0)
         coverage = _coverage(query, passages[:3])
-        return Retrieval(
-            query,
-            passages,
-            dense_best,
-            coverage,
-            relevant(dense_best, coverage, self.settings.min_relevance) and bool(passages),
-        )
+        score = relevance(dense_best, coverage)
+        ok = bool(passages) and score >= self.settings.min_relevance
+        return Retrieval(query, passages, dense_best, coverage, score, ok)
 
 
 def _coverage(query: str, passages: list[Passage]) -> float:
-    """Share of the question's content terms found in the best passages (title included)."""
+    """The largest share of the question's content terms that one of the passages contains."""
     wanted = set(terms(query))
     if not wanted:
         return 0.0
-    found: set[str] = set()
-    for p in passages:
-        found |= set(terms(f"{p.title} {p.text}"))
-    return len(wanted & found) / len(wanted)
+    return max(
+        (len(wanted & set(terms(f"{p.title} {p.text}"))) / len(wanted) for p in passages),
+        default=0.0,
+    )

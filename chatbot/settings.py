@@ -38,7 +38,7 @@ class Settings:
     top_k: int = 5
     chunk_tokens: int = 200
     chunk_overlap: int = 30
-    min_relevance: float = 0.30
+    min_relevance: float = 0.37
     max_question_chars: int = MAX_QUESTION_CHARS
     timeout: float = 60.0
     max_retries: int = 3

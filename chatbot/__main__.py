@@ -1,0 +1,5 @@
+"""`python -m chatbot` runs the CLI."""
+
+from .cli import run
+
+run()

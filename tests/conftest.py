@@ -1,0 +1,57 @@
+"""Shared fixtures: one real index of the corpus per test session, isolated from the user's data."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+CORPUS = ROOT / "corpus"
+
+# Tests never touch the user's data directory, a real API or a developer's .env.
+os.environ.pop("OPENAI_API_KEY", None)
+os.environ.pop("OPENAI_BASE_URL", None)
+for name in list(os.environ):
+    if name.startswith("CHATBOT_"):
+        del os.environ[name]
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+
+@pytest.fixture(scope="session")
+def built_index(tmp_path_factory) -> Path:
+    """A data directory holding the real index of `corpus/`, built once per session."""
+    from chatbot import Chatbot, Settings
+
+    data = tmp_path_factory.mktemp("index")
+    bot = Chatbot(Settings.load(env_file=None, data_dir=data))
+    report = bot.ingest()
+    assert report.added == 20, f"the corpus should index 20 documents, got: {report}"
+    return data
+
+
+@pytest.fixture
+def data_dir(built_index, tmp_path) -> Path:
+    """A private copy of the built index, for tests that change it."""
+    target = tmp_path / "data"
+    shutil.copytree(built_index, target)
+    return target
+
+
+@pytest.fixture(scope="session")
+def settings(built_index):
+    """Settings pointing at the shared, read-only built index."""
+    from chatbot import Settings
+
+    return Settings.load(env_file=None, data_dir=built_index)
+
+
+@pytest.fixture(scope="session")
+def bot(settings):
+    """A Chatbot with the offline model over the shared index (do not ingest into it)."""
+    from chatbot import Chatbot
+
+    return Chatbot(settings)

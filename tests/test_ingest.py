@@ -1,0 +1,131 @@
+"""Ingestion: incremental by content, bad files reported, interruptions recovered."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from chatbot import Chatbot, Settings
+
+from .conftest import CORPUS, ROOT, SHARED
+from .helpers import cli_env, run_cli
+
+
+def test_reingesting_the_unchanged_corpus_embeds_nothing_and_says_so(data_dir):
+    result = run_cli(data_dir, "ingest")
+    assert result.returncode == 0, result.stderr
+    assert "0 added, 0 updated, 20 unchanged" in result.stdout
+
+
+def test_edited_file_replaces_its_passages_and_a_removed_file_loses_them(tmp_path):
+    corpus = tmp_path / "corpus"
+    shutil.copytree(CORPUS, corpus)
+    bot = Chatbot(Settings.load(env_file=None, data_dir=tmp_path / "data", corpus_dir=corpus))
+    assert bot.ingest().added == 20
+
+    edited = corpus / "16-combinatorial-auctions.md"
+    edited.write_text(
+        edited.read_text("utf-8").replace("spectrum licenses", "orbital slot permits"), "utf-8"
+    )
+    (corpus / "17-long-form-speech.md").unlink()
+    report = bot.ingest()
+    assert (report.added, report.updated, report.unchanged, report.removed) == (0, 1, 18, 1)
+
+    texts = bot.store.all_passages()[1]
+    assert not any("spectrum licenses" in t for t in texts), "the old version must be gone"
+    assert sum("orbital slot permits" in t for t in texts) == 1, "the new version is indexed once"
+    assert "long-form-speech" not in bot.store.documents()
+    top = bot.retrieve("Who auctions orbital slot permits?", k=1)[0]
+    assert top.doc_id == "combinatorial-auctions", "the keyword index follows the edit"
+
+
+def test_bad_files_are_named_the_rest_is_ingested_and_the_exit_code_is_nonzero(tmp_path):
+    corpus = tmp_path / "corpus"
+    shutil.copytree(CORPUS, corpus)
+    (corpus / "latin1.md").write_bytes("caf\xe9 au lait".encode("latin-1"))
+    (corpus / "empty.txt").write_text("  \n", "utf-8")
+    (corpus / "broken.md").write_text("---\ntitle: no end\n\nText", "utf-8")
+    (corpus / "dup.md").write_text("---\nid: ensemble-illusion\n---\nAnother text.", "utf-8")
+    result = run_cli(tmp_path / "data", "ingest", str(corpus))
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    for name, reason in [
+        ("latin1.md", "not UTF-8"),
+        ("empty.txt", "empty"),
+        ("broken.md", "never closed"),
+        ("dup.md", "already used"),
+    ]:
+        assert any(name in line and reason in line for line in lines), (name, result.stderr)
+    assert "Traceback" not in result.stderr
+    assert "20 added" in result.stdout, "the good files are still ingested"
+
+
+def _abstract_corpus(folder, n: int) -> None:
+    folder.mkdir()
+    source = SHARED / "data" / "icml_2020_2023_abstracts.jsonl"
+    with source.open(encoding="utf-8") as lines:
+        for i, line in zip(range(n), lines, strict=False):
+            rec = json.loads(line)
+            body = f"---\nid: {rec['id']}\ntitle: {json.dumps(rec['title'])}\n---\n{rec['abstract']}"
+            (folder / f"{i:04d}.md").write_text(body, "utf-8")
+
+
+def _cached_vectors(data_dir) -> int:
+    try:
+        with sqlite3.connect(data_dir / "embedding-cache.sqlite", timeout=1) as db:
+            return db.execute("SELECT count(*) FROM vectors").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def _start_ingest(corpus, data):
+    return subprocess.Popen(
+        [sys.executable, "-m", "chatbot", "ingest", str(corpus)],
+        cwd=ROOT,
+        env=cli_env(data),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _interrupt_after(proc, data, vectors: int, sig) -> tuple[int, str]:
+    deadline = time.monotonic() + 240
+    while _cached_vectors(data) < vectors and proc.poll() is None:
+        assert time.monotonic() < deadline, "ingest made no progress"
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    return proc.returncode, err
+
+
+@pytest.mark.slow
+def test_interrupted_ingest_is_completed_by_the_next_without_duplicates(tmp_path):
+    corpus, data = tmp_path / "abstracts", tmp_path / "data"
+    _abstract_corpus(corpus, 160)
+
+    code, err = _interrupt_after(_start_ingest(corpus, data), data, 64, signal.SIGINT)
+    assert code == 130, f"Ctrl-C should end with 130, got {code}: {err}"
+    assert "interrupted" in err and "Traceback" not in err
+
+    code, err = _interrupt_after(_start_ingest(corpus, data), data, 128, signal.SIGKILL)
+    assert code == -signal.SIGKILL, "the second run must really be killed mid-way"
+
+    finished = run_cli(data, "ingest", str(corpus))
+    assert finished.returncode == 0, finished.stderr
+    bot = Chatbot(Settings.load(env_file=None, data_dir=data))
+    docs = bot.store.documents()
+    assert len(docs) == 160 and all(d.complete for d in docs.values()), "every document whole"
+    ids, texts, metas = bot.store.all_passages()
+    keys = [(m["doc_id"], m["chunk"]) for m in metas]
+    assert len(keys) == len(set(keys)), "no passage is stored twice"
+
+    again = run_cli(data, "ingest", str(corpus))
+    assert "0 added, 0 updated, 160 unchanged" in again.stdout
