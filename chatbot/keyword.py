@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9\-]*[A-Za-z0-9]|[A-Za-z]|\d+(?:\.\d+)?")
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*|\d+(?:\.\d+)?")
 # A short English stop list plus question words, which say nothing about the topic.
 STOPWORDS = frozenset(
     """a about above after again against all also am an and any are aren't as at be because been
@@ -21,7 +21,8 @@ STOPWORDS = frozenset(
     themselves then there these they this those through to too under until up very was we were
     what when where which while who whom why will with would you your yours yourself yourselves
     s t don doesn didn isn wasn weren won tell describe explain mention mentions mentioned say says
-    said give please paper papers summary summaries article authors author corpus""".split()
+    said give please paper papers summary summaries article authors author corpus deal deals
+    involve involves discuss discusses address addresses concern concerns focus focuses talk talks""".split()
 )
 
 

@@ -126,7 +126,7 @@ def _list_answer(ranked, score, passages, wanted, idf, total) -> str:
         if len(picks) < MAX_LISTED and s.n not in picks and relevance(s.n) >= 0.5 * best:
             picks[s.n] = s
     order = sorted(picks.values(), key=lambda s: (-relevance(s.n), s.rank))
-    return " ".join(cite(s.text, s.n) for s in order)
+    return " ".join(cite(_with_antecedent(s, ranked).text, s.n) for s in order)
 
 
 def _with_antecedent(s: _Sentence, sentences: list[_Sentence]) -> _Sentence:
