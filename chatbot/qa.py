@@ -285,32 +285,64 @@ class Chatbot:
         return template | self.llm | StrOutputParser()
 
     def _standalone(self, question: str, history: History) -> str:
+        from .budget import Budget, fit
+        from .llm import TrackedQuestion, UsageTracker
+
+        # The returned question carries the token usage of every model call made to answer it.
+        tracker = UsageTracker(self.settings.model_name)
         if not any(t["role"] == "user" for t in history):
-            return question
+            return TrackedQuestion(question, tracker)
+        chain = self._chain("condense")
+        # A long conversation loses its oldest turns first to fit the context window.
+        fitted = fit(
+            lambda _, turns: chain.first.format_messages(
+                history=format_history(turns), question=question
+            ),
+            [],
+            history,
+            Budget.for_settings(self.settings),
+            size=lambda turn: turn["content"],
+            keep_passages=0,
+        )
         try:
-            out = self._chain("condense").invoke(
-                {"history": format_history(history), "question": question}
+            out = chain.invoke(
+                {"history": format_history(fitted.history), "question": question},
+                config={"callbacks": [tracker]},
             )
         except ChatbotError:
             raise
         except Exception as e:
             raise ModelError(f"The model failed to rewrite the follow-up question: {e}") from e
         out = out.strip().strip('"').strip()
-        return out or question
+        return TrackedQuestion(out or question, tracker)
 
     def _generate(self, question: str, passages: list[Passage], history: History) -> Iterator[str]:
+        from .budget import Budget, fit
+        from .llm import UsageTracker
+
         messages = [
             HumanMessage(t["content"]) if t["role"] == "user" else AIMessage(t["content"])
             for t in history
         ]
-        inputs = {
-            "passages": format_passages(passages),
-            "question": question,
-            "no_answer": NO_ANSWER,
-            "history": messages,
-        }
+        chain = self._chain("answer")
+        fixed = {"question": question, "no_answer": NO_ANSWER}
+        # The lowest-ranked passages go first, then the oldest turns, until the prompt fits.
+        fitted = fit(
+            lambda ps, turns: chain.first.format_messages(
+                passages=format_passages(ps), history=turns, **fixed
+            ),
+            passages,
+            messages,
+            Budget.for_settings(self.settings),
+            size=lambda x: x.text if isinstance(x, Passage) else str(x.content),
+        )
+        inputs = {**fixed, "passages": format_passages(fitted.passages), "history": fitted.history}
+        tracker = getattr(question, "tracker", None) or UsageTracker(self.settings.model_name)
+        # Only the passages the model was shown may be cited.
+        shown = set(range(1, len(fitted.passages) + 1))
         try:
-            yield from self._chain("answer").stream(inputs)
+            raw = chain.stream(inputs, config={"callbacks": [tracker]})
+            yield from citations.clean_stream(raw, shown)
         except ChatbotError:
             raise
         except Exception as e:
@@ -324,15 +356,20 @@ class Chatbot:
         passages: list[Passage],
         timings: dict[str, float],
     ) -> Answer:
+        tracker = getattr(standalone, "tracker", None)
+        usage = tracker.usage() if tracker else {}
+        if tracker and tracker.first_token is not None:
+            timings = {**timings, "first_token": tracker.first_token}
         timings = {k: round(v, 4) for k, v in timings.items()}
+        standalone = str(standalone)
         if NO_ANSWER.rstrip(".").lower() in text.lower() or not passages:
-            return Answer(question, NO_ANSWER, [], True, standalone, passages, {}, timings)
+            return Answer(question, NO_ANSWER, [], True, standalone, passages, usage, timings)
         cites = [
             Citation(n, p.doc_id, p.title, p.text, p.score, dict(p.metadata))
             for n, p in enumerate(passages, 1)
             if n in citations.cited(text)
         ]
-        return Answer(question, text, cites, False, standalone, passages, {}, timings)
+        return Answer(question, text, cites, False, standalone, passages, usage, timings)
 
     def info(self) -> dict[str, Any]:
         """Where the data lives, what is indexed, and which models are in use."""
