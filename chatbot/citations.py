@@ -52,7 +52,7 @@ def clean_stream(pieces: Iterable[str], valid: set[int]) -> Iterator[str]:
 
 
 def _safe_cut(buf: str) -> int:
-    """How much of `buf` can be emitted: all but a possibly unfinished `[...` (and the space before)."""
+    """How much of `buf` can be emitted: all but a possibly unfinished `[...` and its space."""
     start = buf.rfind("[")
     if start == -1 or "]" in buf[start:] or len(buf) - start > _HOLD:
         # Trailing whitespace may belong to a marker that starts in the next piece.

@@ -22,7 +22,8 @@ STOPWORDS = frozenset(
     what when where which while who whom why will with would you your yours yourself yourselves
     s t don doesn didn isn wasn weren won tell describe explain mention mentions mentioned say says
     said give please paper papers summary summaries article authors author corpus deal deals
-    involve involves discuss discusses address addresses concern concerns focus focuses talk talks""".split()
+    involve involves discuss discusses address addresses concern concerns focus focuses talk
+    talks""".split()
 )
 
 

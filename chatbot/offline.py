@@ -1,4 +1,4 @@
-"""The offline model: a deterministic LangChain chat model that answers extractively, with [n] cites.
+"""The offline model: a deterministic LangChain chat model that answers extractively, citing [n].
 
 It reads the very prompt a real LLM gets (numbered `<passage>` blocks and a `<question>`), picks
 the sentences that best answer the question and returns them with their passage numbers. Given

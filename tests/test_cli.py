@@ -8,7 +8,8 @@ from .helpers import run_cli
 
 
 def test_ask_json_has_the_documented_shape(built_index):
-    result = run_cli(built_index, "ask", "What is the final boss of spoken language modeling?", "--json")
+    question = "What is the final boss of spoken language modeling?"
+    result = run_cli(built_index, "ask", question, "--json")
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     assert set(out) == {"answer", "abstained", "citations"}

@@ -50,7 +50,7 @@ def test_corpus_holds_each_seed_summary_verbatim_with_front_matter():
 
 def test_summaries_with_a_headline_use_it_as_title():
     doc = read_document(CORPUS / "10-ensemble-illusion.md")
-    assert doc.title == "The Ensemble Illusion: Why Deep Ensembles Might Just Be Large Models in Disguise"
+    assert doc.title.startswith("The Ensemble Illusion: Why Deep Ensembles Might Just Be")
 
 
 @pytest.mark.parametrize(

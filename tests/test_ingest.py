@@ -73,7 +73,8 @@ def _abstract_corpus(folder, n: int) -> None:
     with source.open(encoding="utf-8") as lines:
         for i, line in zip(range(n), lines, strict=False):
             rec = json.loads(line)
-            body = f"---\nid: {rec['id']}\ntitle: {json.dumps(rec['title'])}\n---\n{rec['abstract']}"
+            head = f"---\nid: {rec['id']}\ntitle: {json.dumps(rec['title'])}\n---\n"
+            body = head + rec["abstract"]
             (folder / f"{i:04d}.md").write_text(body, "utf-8")
 
 
@@ -123,7 +124,7 @@ def test_interrupted_ingest_is_completed_by_the_next_without_duplicates(tmp_path
     bot = Chatbot(Settings.load(env_file=None, data_dir=data))
     docs = bot.store.documents()
     assert len(docs) == 160 and all(d.complete for d in docs.values()), "every document whole"
-    ids, texts, metas = bot.store.all_passages()
+    metas = bot.store.all_passages()[2]
     keys = [(m["doc_id"], m["chunk"]) for m in metas]
     assert len(keys) == len(set(keys)), "no passage is stored twice"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from chatbot import Chatbot, QuestionError, Settings
-from chatbot.citations import clean, clean_stream, cited
+from chatbot.citations import cited, clean, clean_stream
 from chatbot.corpus import load_documents
 from chatbot.prompts import NO_ANSWER, format_passages
 
