@@ -107,7 +107,9 @@ class StoredDoc:
 class Store:
     """One Chroma collection of passages."""
 
-    def __init__(self, settings: Settings, embeddings: Embeddings | None = None) -> None:
+    def __init__(
+        self, settings: Settings, embeddings: Embeddings | None = None, *, rebuild: bool = False
+    ) -> None:
         from langchain_chroma import Chroma
 
         self.settings = settings
@@ -127,7 +129,9 @@ class Store:
             raise StoreError(
                 f"Cannot open the Chroma collection {settings.collection!r}: {e}"
             ) from e
-        if built_with and built_with != name:
+        if rebuild:
+            self.reset()
+        elif built_with and built_with != name:
             raise ConfigError(
                 f"Collection {settings.collection!r} was built with embeddings {built_with!r}, not "
                 f"{name!r}: run `chatbot ingest --rebuild`, or pick another CHATBOT_COLLECTION."
