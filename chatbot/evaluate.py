@@ -1,0 +1,281 @@
+"""Evaluation: run a question file through the chatbot and score retrieval, citations and answers.
+
+Question files are JSON Lines (see ../shared/eval/README.md): `id`, `type` (single, multi,
+unanswerable, followup), `question` or `turns`, `gold` (phrases found in the right document's
+text), optionally `gold_ids` (the right documents' ids), and `keys` (phrases a good answer
+repeats).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import QuestionError
+
+TYPES = ("single", "multi", "unanswerable", "followup")
+# Retrieval is scored on the documents of the best passages; deep enough for 10 distinct documents.
+RETRIEVAL_PASSAGES = 30
+RECALL_AT = (1, 5, 10)
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question of an evaluation file."""
+
+    id: str
+    type: str
+    turns: list[str]
+    gold: list[str] = field(default_factory=list)
+    gold_ids: list[str] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+
+    @property
+    def question(self) -> str:
+        """The question that is judged (the last turn of a conversation)."""
+        return self.turns[-1]
+
+    @property
+    def answerable(self) -> bool:
+        """False when the bot is expected to abstain."""
+        return self.type != "unanswerable"
+
+
+@dataclass(frozen=True)
+class Result:
+    """What the chatbot did with one question, and how it scored."""
+
+    id: str
+    type: str
+    question: str
+    answer: str
+    abstained: bool
+    gold_docs: list[str]
+    retrieved_docs: list[str]
+    cited_docs: list[str]
+    rank: int | None
+    recall: dict[str, float]
+    citations_correct: int
+    keys_found: list[str]
+    keys_missing: list[str]
+    latency: float
+
+
+@dataclass
+class Report:
+    """Metrics over a question file, with the per-question results behind them."""
+
+    metrics: dict[str, Any]
+    results: list[Result]
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON written by `chatbot eval --out`."""
+        return {
+            "metrics": self.metrics,
+            "warnings": self.warnings,
+            "questions": [asdict(r) for r in self.results],
+        }
+
+    def table(self) -> str:
+        """The metrics as an aligned two-column table."""
+        rows = [(name, _fmt(value)) for name, value in self.metrics.items()]
+        width = max(len(name) for name, _ in rows)
+        return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def _strings(value: Any, what: str, where: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise QuestionError(f"{where}: {what!r} must be a list of strings.")
+    return value
+
+
+def load_questions(path: str | Path) -> list[Question]:
+    """Read a question file; a malformed line raises QuestionError naming the line and the fix."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
+    except OSError as e:
+        raise QuestionError(f"Cannot read the question file {path}: {e.strerror or e}.") from e
+    questions: list[Question] = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path} line {n}"
+        try:
+            raw = json.loads(line)
+        except ValueError as e:
+            raise QuestionError(f"{where} is not valid JSON ({e.msg}); one object a line.") from e
+        if not isinstance(raw, dict):
+            raise QuestionError(f"{where} is not a JSON object.")
+        kind = raw.get("type") or ("followup" if "turns" in raw else "single")
+        if kind not in TYPES:
+            raise QuestionError(f"{where}: type {kind!r} is not one of {', '.join(TYPES)}.")
+        turns = _strings(raw.get("turns"), "turns", where) or (
+            [raw["question"]] if isinstance(raw.get("question"), str) else []
+        )
+        if not turns or not turns[-1].strip():
+            raise QuestionError(f"{where} has no 'question' (or 'turns' for a conversation).")
+        questions.append(
+            Question(
+                id=str(raw.get("id") or f"line{n}"),
+                type=kind,
+                turns=turns,
+                gold=_strings(raw.get("gold"), "gold", where),
+                gold_ids=[str(i) for i in _strings(raw.get("gold_ids"), "gold_ids", where)],
+                keys=_strings(raw.get("keys"), "keys", where),
+            )
+        )
+    if not questions:
+        raise QuestionError(f"The question file {path} holds no questions.")
+    return questions
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def document_texts(store) -> dict[str, str]:
+    """Each stored document's title and passage text, normalised, for finding gold phrases."""
+    _, texts, metas = store.all_passages()
+    docs: dict[str, list[str]] = {}
+    for text, meta in zip(texts, metas, strict=True):
+        meta = meta or {}
+        parts = docs.setdefault(meta.get("doc_id", ""), [meta.get("title", "")])
+        parts.append(text)
+    return {doc_id: _norm("\n".join(parts)) for doc_id, parts in docs.items()}
+
+
+def gold_documents(
+    question: Question, texts: dict[str, str], warnings: list[str] | None = None
+) -> list[str]:
+    """Ids of the documents answering `question`: its gold_ids and those holding a gold phrase."""
+    found = list(dict.fromkeys(question.gold_ids))
+    for doc_id in question.gold_ids:
+        if doc_id not in texts and warnings is not None:
+            warnings.append(f"{question.id}: gold id {doc_id!r} is not in the collection")
+    for phrase in question.gold:
+        wanted = _norm(phrase)
+        holders = [doc_id for doc_id, text in texts.items() if wanted in text]
+        if not holders and warnings is not None:
+            warnings.append(f"{question.id}: gold phrase {phrase!r} is in no document")
+        if len(holders) > 1 and warnings is not None:
+            warnings.append(f"{question.id}: gold phrase {phrase!r} is in {len(holders)} documents")
+        found += [h for h in holders if h not in found]
+    return found
+
+
+def _ranked_docs(passages: Sequence[Any]) -> list[str]:
+    return list(dict.fromkeys(p.doc_id for p in passages))
+
+
+def _percentile(values: Sequence[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    # Nearest rank: the value below which q of the observations fall.
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
+
+
+def evaluate(
+    bot, questions: Sequence[Question], *, k: int | None = None, where: dict | None = None
+) -> Report:
+    """Ask every question (passing `k` and `where` to `ask`) and score the answers."""
+    texts = document_texts(bot.store)
+    warnings: list[str] = []
+    results: list[Result] = []
+    if questions:
+        # Loading the models and the keyword index is a one-off cost, not a question's latency.
+        bot.ask(questions[0].turns[0], k=k, where=where)
+    for q in questions:
+        history: list[dict[str, str]] = []
+        # Earlier turns of a conversation are asked for real: the judged turn builds on them.
+        for turn in q.turns[:-1]:
+            prior = bot.ask(turn, history, k=k, where=where)
+            history += [
+                {"role": "user", "content": turn},
+                {"role": "assistant", "content": prior.text},
+            ]
+        started = time.perf_counter()
+        answer = bot.ask(q.question, history, k=k, where=where)
+        latency = time.perf_counter() - started
+        gold = gold_documents(q, texts, warnings) if q.answerable else []
+        retrieved = _ranked_docs(
+            bot.retrieve(answer.standalone_question, k=RETRIEVAL_PASSAGES, where=where)
+        )
+        rank = next((i for i, d in enumerate(retrieved, 1) if d in gold), None)
+        recall = {
+            f"@{n}": len(set(retrieved[:n]) & set(gold)) / len(gold) for n in RECALL_AT if gold
+        }
+        cited = [c.doc_id for c in answer.citations]
+        text = _norm(answer.text)
+        keys_found = [key for key in q.keys if _norm(key) in text]
+        results.append(
+            Result(
+                id=q.id,
+                type=q.type,
+                question=q.question,
+                answer=answer.text,
+                abstained=answer.abstained,
+                gold_docs=gold,
+                retrieved_docs=retrieved[: max(RECALL_AT)],
+                cited_docs=cited,
+                rank=rank,
+                recall=recall,
+                citations_correct=sum(1 for d in cited if d in gold),
+                keys_found=keys_found,
+                keys_missing=[key for key in q.keys if key not in keys_found],
+                latency=round(latency, 4),
+            )
+        )
+    return Report(summarize(results), results, warnings)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def summarize(results: Sequence[Result]) -> dict[str, Any]:
+    """The metrics of a run: retrieval, citations, abstention, key phrases, latency."""
+    scored = [r for r in results if r.gold_docs]
+    answered = [r for r in scored if not r.abstained]
+    cited = sum(len(r.cited_docs) for r in answered)
+    should = [r for r in results if r.type == "unanswerable"]
+    did = [r for r in results if r.abstained]
+    with_keys = [r for r in results if r.type != "unanswerable" and r.keys_found + r.keys_missing]
+    latencies = [r.latency for r in results]
+    metrics: dict[str, Any] = {"questions": len(results), "scored for retrieval": len(scored)}
+    for n in RECALL_AT:
+        metrics[f"recall@{n}"] = _mean([r.recall[f"@{n}"] for r in scored])
+    metrics["mrr"] = _mean([1.0 / r.rank if r.rank else 0.0 for r in scored])
+    # Share of the citations of answered questions that point at a right document.
+    metrics["citation accuracy"] = (
+        sum(r.citations_correct for r in answered) / cited if cited else None
+    )
+    metrics["answers citing a right document"] = _mean(
+        [1.0 if r.citations_correct else 0.0 for r in answered]
+    )
+    abstained_right = sum(1 for r in did if r.type == "unanswerable")
+    metrics["abstention precision"] = abstained_right / len(did) if did else None
+    metrics["abstention recall"] = abstained_right / len(should) if should else None
+    metrics["key-phrase coverage"] = _mean(
+        [len(r.keys_found) / len(r.keys_found + r.keys_missing) for r in with_keys]
+    )
+    metrics["latency median (s)"] = statistics.median(latencies) if latencies else None
+    metrics["latency p95 (s)"] = _percentile(latencies, 0.95)
+    return metrics

@@ -1,0 +1,124 @@
+"""Collections of records: JSON Lines files, one document a line (e.g. conference abstracts)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .corpus import Document, Problem, clean_metadata
+
+SUFFIXES = (".jsonl", ".ndjson")
+# A record's source is "<absolute file path>#<record id>": ingest can tell which file it came from
+# and remove the records a later version of that file no longer holds.
+_RECORD_SOURCE = re.compile(r"^(.*\.(?:jsonl|ndjson))#.+$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Fields:
+    """Which field of a record holds its id, title and text; every other field is metadata."""
+
+    id: str = "id"
+    title: str = "title"
+    text: str = "text"
+
+
+def is_records_file(path: Path) -> bool:
+    """True for files read as one record a line."""
+    return path.suffix.lower() in SUFFIXES
+
+
+def source_file(source: str) -> str:
+    """The file a document came from: `source` itself, or the file part of a record's source."""
+    match = _RECORD_SOURCE.match(source)
+    return match.group(1) if match else source
+
+
+def _scalar_text(value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value if v is not None)
+    return "" if value is None else str(value)
+
+
+def read_records(path: Path, fields: Fields | None = None) -> tuple[list[Document], list[Problem]]:
+    """Each valid line of `path` as a Document; bad lines become Problems naming the line."""
+    fields = fields or Fields()
+    file = path.resolve()
+    try:
+        lines = file.read_text(encoding="utf-8-sig").splitlines()
+    except OSError as e:
+        return [], [Problem(str(path), f"cannot be read ({e.strerror or e})")]
+    except UnicodeDecodeError as e:
+        return [], [Problem(str(path), f"is not UTF-8 text (bad byte at position {e.start})")]
+    docs: list[Document] = []
+    problems: list[Problem] = []
+    seen: dict[str, int] = {}
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path} line {n}"
+        try:
+            record = json.loads(line)
+        except ValueError as e:
+            problems.append(Problem(where, f"is not valid JSON ({e.msg} at column {e.colno})"))
+            continue
+        if not isinstance(record, dict):
+            problems.append(Problem(where, "is not a JSON object"))
+            continue
+        doc_id = _scalar_text(record.get(fields.id)).strip()
+        if not doc_id:
+            problems.append(Problem(where, f"has no {fields.id!r} field (the record id)"))
+            continue
+        # A record that is known but unusable keeps what the index already holds of it.
+        source = f"{file}#{doc_id}"
+        text = _scalar_text(record.get(fields.text)).strip()
+        if not text:
+            problems.append(Problem(source, f"line {n} has no text in its {fields.text!r} field"))
+            continue
+        if doc_id in seen:
+            problems.append(Problem(where, f"id {doc_id!r} is already used on line {seen[doc_id]}"))
+            continue
+        seen[doc_id] = n
+        title = _scalar_text(record.get(fields.title)).strip() if fields.title else ""
+        used = {fields.id, fields.title, fields.text}
+        meta = clean_metadata({k: v for k, v in record.items() if k not in used})
+        docs.append(Document(doc_id, title, text, source, meta))
+    return docs, problems
+
+
+_OPERATORS = {">=": "$gte", "<=": "$lte", "!=": "$ne", ">": "$gt", "<": "$lt", "=": "$eq"}
+_CONDITION = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*(>=|<=|!=|>|<|=)\s*(.*?)\s*$")
+
+
+def _value(raw: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+def parse_where(conditions: list[str] | None) -> dict[str, Any] | None:
+    """A Chroma `where` filter from `key=value` conditions (also >=, <=, !=, >, <), all ANDed.
+
+    Numeric values compare as numbers: `year=2023` matches the integer 2023.
+    """
+    from .errors import ConfigError
+
+    parts: list[dict[str, Any]] = []
+    for condition in conditions or []:
+        match = _CONDITION.match(condition)
+        if not match or not match.group(3):
+            raise ConfigError(
+                f"--where {condition!r} is not a condition: write KEY=VALUE, e.g. --where "
+                "year=2023 (also >=, <=, !=, >, <)."
+            )
+        key, op, raw = match.groups()
+        value = _value(raw)
+        parts.append({key: value} if op == "=" else {key: {_OPERATORS[op]: value}})
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else {"$and": parts}
