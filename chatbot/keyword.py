@@ -23,7 +23,7 @@ STOPWORDS = frozenset(
     s t don doesn didn isn wasn weren won tell describe explain mention mentions mentioned say says
     said give please paper papers summary summaries article authors author corpus deal deals
     involve involves discuss discusses address addresses concern concerns focus focuses talk
-    talks""".split()
+    talks propose proposes proposed present presents introduce introduces new novel""".split()
 )
 
 

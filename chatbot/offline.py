@@ -26,7 +26,8 @@ from .prompts import NO_ANSWER
 _PASSAGE = re.compile(r'<passage n="(\d+)" title="([^"]*)">\n(.*?)\n</passage>', re.DOTALL)
 _QUESTION = re.compile(r"<question>\s*(.*?)\s*</question>", re.DOTALL)
 _CONVERSATION = re.compile(r"<conversation>\s*(.*?)\s*</conversation>", re.DOTALL)
-_SENTENCE_END = re.compile(r"(?<=[.!?…])[\"”’)]*\s+(?=[\"“‘(A-Z0-9])")
+# A sentence ends at . ! ? or … (a closing quote or bracket stays with it) before a capital.
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?…])|(?<=[.!?…][\"”’)]))\s+(?=[\"“‘(A-Z0-9])")
 # Words that point back into the conversation: a question using them does not stand alone.
 _REFERRING = re.compile(
     r"\b(it|its|they|them|their|this|that|these|those|he|she|his|her|the (paper|work|summary|"
