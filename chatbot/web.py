@@ -1,0 +1,449 @@
+"""The web UI: a Gradio chat that streams cited answers beside the passages they cite."""
+
+from __future__ import annotations
+
+import os
+
+# Gradio reads this when it is imported; analytics would look up outside hosts.
+os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+
+import html
+import json
+import logging
+import re
+import tempfile
+import threading
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from .errors import ChatbotError, ConfigError, ModelError
+
+log = logging.getLogger(__name__)
+
+EXAMPLES = [
+    "Do AI agent benchmarks reflect reality?",
+    "How do transformers act as associative memories?",
+    "Are deep ensembles better than one large model?",
+    "Can small language models solve olympiad math problems?",
+    "How can collectives influence AI platforms?",
+]
+FEEDBACK_FILE = "feedback.jsonl"
+# The offline model is CPU-bound: a few answers at a time, the rest wait in the queue.
+# An API model mostly waits on the network, so more answers can be in flight at once.
+CONCURRENCY_OFFLINE = 4
+CONCURRENCY_API = 16
+_UNEXPECTED = (
+    "Something went wrong on the server while answering. Try again; if it keeps happening, "
+    "the server log says why."
+)
+_NO_SOURCES = "<p class='hint'>The sources of the latest answer appear here.</p>"
+_MARKER = re.compile(r"\[(\d+)\]")
+_FEEDBACK_LOCK = threading.Lock()
+
+CSS = """
+#sources .source { border: 1px solid var(--border-color-primary); border-radius: 8px;
+  padding: 8px 12px; margin-bottom: 10px; scroll-margin-top: 12px; }
+#sources .source.target { border-color: var(--color-accent);
+  box-shadow: 0 0 0 2px var(--color-accent-soft); }
+#sources .source-head { font-weight: 600; }
+#sources .meta { font-size: 0.85em; color: var(--body-text-color-subdued); margin: 2px 0 6px; }
+#sources .passage { white-space: pre-wrap; margin: 0; font-size: 0.92em; max-height: 16em;
+  overflow-y: auto; }
+#corpus-list td, #corpus-list th { padding: 4px 8px; text-align: left; vertical-align: top; }
+.hint { color: var(--body-text-color-subdued); }
+"""
+
+# A citation link scrolls to its source and highlights it, whatever Gradio does with links.
+JS = """
+() => {
+  document.addEventListener('click', (event) => {
+    const link = event.target.closest && event.target.closest('a[href^="#source-"]');
+    if (!link) return;
+    const target = document.getElementById(link.getAttribute('href').slice(1));
+    if (!target) return;
+    event.preventDefault();
+    event.stopPropagation();
+    const marked = document.querySelectorAll('#sources .source.target');
+    marked.forEach((el) => el.classList.remove('target'));
+    target.classList.add('target');
+    target.scrollIntoView({behavior: 'smooth', block: 'start'});
+  }, true);
+}
+"""
+
+
+def friendly(e: ChatbotError) -> str:
+    """The error's message, kept short, with what to do when the model failed."""
+    text = str(e).strip()
+    if len(text) > 400:
+        text = text[:400].rstrip() + "…"
+    if isinstance(e, ModelError):
+        text += " Try again in a moment; if it keeps failing, check the model with `chatbot info`."
+    return text
+
+
+def linkify(text: str) -> str:
+    """`text` with each `[n]` marker turned into a Markdown link to source n."""
+    return _MARKER.sub(r"[[\1]](#source-\1)", text)
+
+
+def _safe_url(url: Any) -> str | None:
+    return url if isinstance(url, str) and url.startswith(("https://", "http://")) else None
+
+
+def _link(url: str, label_html: str) -> str:
+    return f"<a href='{html.escape(url)}' target='_blank' rel='noopener'>{label_html}</a>"
+
+
+def sources_html(turn: dict[str, Any] | None) -> str:
+    """The sources panel for one answered turn: an anchored card per citation."""
+    if not turn:
+        return _NO_SOURCES
+    if turn.get("error"):
+        return "<p class='hint'>No sources: the last question could not be answered.</p>"
+    if not turn["citations"]:
+        return "<p class='hint'>No sources: the papers in the index do not cover this question.</p>"
+    cards = []
+    for c in turn["citations"]:
+        meta = [f"score {c['score']:.2f}", html.escape(c["doc_id"])]
+        paper = html.escape(c["paper"]) if c.get("paper") else None
+        url = _safe_url(c.get("url"))
+        if url:
+            meta.insert(0, f"Paper: {_link(url, paper or 'paper')}")
+        elif paper:
+            meta.insert(0, f"Paper: {paper}")
+        cards.append(
+            f"<div class='source' id='source-{c['n']}'>"
+            f"<div class='source-head'>[{c['n']}] {html.escape(c['title'])}</div>"
+            f"<div class='meta'>{' · '.join(meta)}</div>"
+            f"<blockquote class='passage'>{html.escape(c['text'])}</blockquote></div>"
+        )
+    return "".join(cards)
+
+
+def chat_messages(turns: list[dict[str, Any]], partial: str | None = None) -> list[dict[str, str]]:
+    """The chat as Gradio messages: two per turn, so message i belongs to turn i // 2."""
+    messages = []
+    for turn in turns:
+        messages.append({"role": "user", "content": turn["question"]})
+        if turn.get("error"):
+            content = f"⚠️ **Could not answer.** {turn['error']}"
+        else:
+            content = linkify(turn["answer"])
+        messages.append({"role": "assistant", "content": content})
+    if partial is not None:
+        messages[-1]["content"] = linkify(partial) or "…"
+    return messages
+
+
+def history_of(turns: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """What the model sees of the conversation: answered turns only, never error messages."""
+    history = []
+    for turn in turns:
+        if not turn.get("error") and turn.get("answer"):
+            history.append({"role": "user", "content": turn["question"]})
+            history.append({"role": "assistant", "content": turn["answer"]})
+    return history
+
+
+def conversation_markdown(turns: list[dict[str, Any]], model: str) -> str:
+    """The conversation as a Markdown document, each answer followed by its sources."""
+    lines = ["# Conversation about ICML 2025 papers", "", f"Model: {model}", ""]
+    for turn in turns:
+        lines += [f"## {turn['question']}", ""]
+        if turn.get("error"):
+            lines += [f"_Could not answer: {turn['error']}_", ""]
+            continue
+        lines += [turn["answer"], ""]
+        if turn["citations"]:
+            lines += ["Sources:", ""]
+            for c in turn["citations"]:
+                paper = f" — {c['paper']}" if c.get("paper") else ""
+                url = f" <{c['url']}>" if _safe_url(c.get("url")) else ""
+                lines.append(f"- [{c['n']}] {c['title']}{paper}{url} (score {c['score']:.2f})")
+            lines.append("")
+    return "\n".join(lines)
+
+
+def save_feedback(data_dir: Path, turn: dict[str, Any], vote: str) -> Path:
+    """Append one vote with its question, answer and citations to `feedback.jsonl`."""
+    path = Path(data_dir) / FEEDBACK_FILE
+    record = {
+        "time": datetime.now(UTC).isoformat(timespec="seconds"),
+        "vote": vote,
+        "question": turn["question"],
+        "answer": turn["answer"],
+        "citations": turn["citations"],
+        "model": turn.get("model"),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _FEEDBACK_LOCK, path.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return path
+
+
+def corpus_documents(bot) -> list[dict[str, Any]]:
+    """The indexed documents, read back from their files when those still exist."""
+    from .corpus import read_document
+
+    docs = []
+    for doc_id, stored in sorted(bot.store.documents().items()):
+        entry = {"doc_id": doc_id, "title": doc_id, "text": "", "paper": None, "url": None}
+        try:
+            doc = read_document(Path(stored.source))
+        except (ValueError, OSError):
+            entry["text"] = f"_The file {stored.source} is no longer readable._"
+        else:
+            entry.update(title=doc.title, text=doc.text)
+            entry.update(paper=doc.metadata.get("paper"), url=_safe_url(doc.metadata.get("url")))
+        docs.append(entry)
+    return docs
+
+
+def corpus_table(docs: list[dict[str, Any]]) -> str:
+    """An HTML table of the indexed documents."""
+    rows = []
+    for i, d in enumerate(docs, 1):
+        paper = html.escape(d["paper"] or "")
+        if d["url"]:
+            paper = _link(d["url"], paper or "link")
+        rows.append(
+            f"<tr><td>{i}</td><td>{html.escape(d['title'])}</td><td>{paper}</td>"
+            f"<td><code>{html.escape(d['doc_id'])}</code></td></tr>"
+        )
+    return (
+        f"<p>{len(docs)} documents indexed.</p><table id='corpus-list'>"
+        "<tr><th>#</th><th>Title</th><th>Paper</th><th>Id</th></tr>" + "".join(rows) + "</table>"
+    )
+
+
+def document_markdown(doc: dict[str, Any]) -> str:
+    """One document, readable."""
+    head = [f"## {doc['title']}"]
+    if doc["paper"] or doc["url"]:
+        paper = doc["paper"] or doc["url"]
+        head.append(f"Paper: [{paper}]({doc['url']})" if doc["url"] else f"Paper: {paper}")
+    return "\n\n".join([*head, doc["text"]])
+
+
+def build_app(bot) -> gr.Blocks:
+    """The Gradio app for `bot`: chat with streaming cited answers, sources, corpus, feedback."""
+    model = bot.settings.model_label
+    downloads = Path(tempfile.mkdtemp(prefix="chatbot-web-"))
+
+    def indicator() -> str:
+        try:
+            info = bot.info()
+        except ChatbotError as e:
+            return f"**Model:** {model} · **Index:** unavailable ({e})"
+        except Exception:
+            log.exception("reading the index failed")
+            return f"**Model:** {model} · **Index:** unavailable (see the server log)"
+        return (
+            f"**Model:** {model} · **Index:** {info['documents']} documents, "
+            f"{info['passages']} passages · embeddings: {info['embedding_model']}"
+        )
+
+    def download_file(turns: list[dict[str, Any]]):
+        folder = downloads / uuid.uuid4().hex
+        folder.mkdir()
+        path = folder / "conversation.md"
+        path.write_text(conversation_markdown(turns, model), encoding="utf-8")
+        return gr.DownloadButton(value=str(path), interactive=True)
+
+    def respond(message: str, turns: list[dict[str, Any]] | None):
+        question = (message or "").strip()
+        if not question:
+            yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return
+        turns = list(turns or [])
+        history = history_of(turns)
+        turn: dict[str, Any] = {"question": question, "answer": "", "citations": [], "model": model}
+        turns.append(turn)
+        searching = "<p class='hint'>Searching the papers…</p>"
+        yield "", chat_messages(turns, ""), searching, turns, gr.skip()
+        try:
+            stream = bot.stream(question, history)
+            text = ""
+            for piece in stream:
+                text += piece
+                yield gr.skip(), chat_messages(turns, text), gr.skip(), gr.skip(), gr.skip()
+            answer = stream.answer
+            turn.update(
+                answer=answer.text,
+                abstained=answer.abstained,
+                citations=[c.to_dict() for c in answer.citations],
+            )
+        except ChatbotError as e:
+            turn["error"] = friendly(e)
+        except Exception:
+            log.exception("answering %r failed", question)
+            turn["error"] = _UNEXPECTED
+        turn["time"] = datetime.now(UTC).isoformat(timespec="seconds")
+        yield gr.skip(), chat_messages(turns), sources_html(turn), turns, download_file(turns)
+
+    def clear():
+        return [], [], _NO_SOURCES, gr.DownloadButton(value=None, interactive=False)
+
+    def on_like(turns: list[dict[str, Any]] | None, data: gr.LikeData):
+        index = data.index[0] if isinstance(data.index, (list, tuple)) else data.index
+        turns = turns or []
+        turn = turns[index // 2] if 0 <= index // 2 < len(turns) else None
+        if turn is None or turn.get("error") or data.liked is None:
+            return
+        vote = {True: "like", False: "dislike"}.get(data.liked, str(data.liked).lower())
+        try:
+            save_feedback(bot.settings.data_dir, turn, vote)
+        except OSError as e:
+            raise gr.Error(f"Could not save your feedback ({e.strerror or e}).") from e
+        gr.Info("Thanks, your feedback was saved.")
+
+    def load_corpus():
+        try:
+            docs = corpus_documents(bot)
+        except Exception as e:
+            if not isinstance(e, ChatbotError):
+                log.exception("listing the corpus failed")
+            reason = str(e) if isinstance(e, ChatbotError) else "see the server log"
+            return f"<p>The index cannot be read: {html.escape(reason)}</p>", gr.skip(), []
+        choices = [(d["title"], d["doc_id"]) for d in docs]
+        return corpus_table(docs), gr.Dropdown(choices=choices, value=None), docs
+
+    def show_document(doc_id: str | None, docs: list[dict[str, Any]] | None) -> str:
+        for doc in docs or []:
+            if doc["doc_id"] == doc_id:
+                return document_markdown(doc)
+        return ""
+
+    def chat(message: str) -> str:
+        """Answer one question about the ICML 2025 papers; the answer cites passages as [n]."""
+        try:
+            return bot.ask(message).text
+        except ChatbotError as e:
+            raise gr.Error(friendly(e)) from e
+        except Exception as e:
+            log.exception("answering %r failed", message)
+            raise gr.Error(_UNEXPECTED) from e
+
+    # Gradio keeps a copy of each conversation download; drop copies older than a day.
+    blocks = {"analytics_enabled": False, "delete_cache": (3600, 86400)}
+    with gr.Blocks(title="ICML 2025 papers chatbot", **blocks) as app:
+        gr.Markdown("# Ask the ICML 2025 papers")
+        status = gr.Markdown(f"**Model:** {model}", elem_id="model-indicator")
+        turns = gr.State([])
+        docs = gr.State([])
+        with gr.Tabs():
+            with gr.Tab("Chat", id="chat-tab"):
+                with gr.Row(equal_height=False):
+                    with gr.Column(scale=3):
+                        chatbot = gr.Chatbot(
+                            elem_id="chat",
+                            label="Conversation",
+                            height=520,
+                            feedback_options=("Like", "Dislike"),
+                            placeholder="Ask a question about the ICML 2025 paper summaries.",
+                            buttons=["copy"],
+                        )
+                        with gr.Row():
+                            box = gr.Textbox(
+                                elem_id="question",
+                                placeholder="Ask a question and press Enter",
+                                show_label=False,
+                                scale=5,
+                                autofocus=True,
+                            )
+                            send = gr.Button("Send", variant="primary", scale=1)
+                        with gr.Row():
+                            clear_btn = gr.Button("Clear chat", elem_id="clear", size="sm")
+                            download = gr.DownloadButton(
+                                "Download conversation (.md)",
+                                elem_id="download",
+                                size="sm",
+                                interactive=False,
+                            )
+                        examples = gr.Dataset(
+                            label="Example questions",
+                            components=[box],
+                            samples=[[q] for q in EXAMPLES],
+                            type="index",
+                            elem_id="examples",
+                        )
+                    with gr.Column(scale=2):
+                        gr.Markdown("### Sources of the latest answer")
+                        sources = gr.HTML(_NO_SOURCES, elem_id="sources")
+            with gr.Tab("Corpus", id="corpus-tab") as corpus_tab:
+                pick = gr.Dropdown(label="Read a summary", choices=[], elem_id="corpus-pick")
+                reader = gr.Markdown(elem_id="corpus-doc")
+                table = gr.HTML(elem_id="corpus-table")
+
+        outputs = [box, chatbot, sources, turns, download]
+        private = {"api_visibility": "private"}
+        box.submit(respond, [box, turns], outputs, **private)
+        send.click(respond, [box, turns], outputs, **private)
+        examples.click(lambda i: EXAMPLES[i], examples, box, **private).then(
+            respond, [box, turns], outputs, **private
+        )
+        clear_btn.click(clear, None, [chatbot, turns, sources, download], **private)
+        chatbot.clear(clear, None, [chatbot, turns, sources, download], **private)
+        chatbot.like(on_like, turns, None, **private)
+        app.load(indicator, None, status, **private)
+        corpus_tab.select(load_corpus, None, [table, pick, docs], **private)
+        pick.change(show_document, [pick, docs], reader, **private)
+        gr.api(chat, api_name="chat")
+    return app
+
+
+def parse_auth(auth: str | tuple[str, str] | None) -> tuple[str, str] | None:
+    """`"user:password"` as a pair; raises ConfigError when it has another shape."""
+    if auth is None or isinstance(auth, tuple):
+        return auth
+    user, sep, password = auth.partition(":")
+    if not sep or not user or not password:
+        raise ConfigError("--auth must look like user:password (both parts non-empty).")
+    return user, password
+
+
+def serve(
+    bot,
+    host: str = "127.0.0.1",
+    port: int = 7860,
+    auth: str | tuple[str, str] | None = None,
+    *,
+    block: bool = True,
+) -> gr.Blocks:
+    """Serve the web UI on host:port (local only by default); with block=False return at once."""
+    credentials = parse_auth(auth)
+    bot.ensure_index()
+    app = build_app(bot)
+    offline = bot.settings.uses_offline_model
+    limit = CONCURRENCY_OFFLINE if offline else CONCURRENCY_API
+    app.queue(default_concurrency_limit=limit, max_size=None)
+    try:
+        app.launch(
+            server_name=host,
+            server_port=port,
+            auth=credentials,
+            prevent_thread_lock=not block,
+            share=False,
+            show_error=False,
+            quiet=not block,
+            theme=gr.themes.Default(
+                font=["ui-sans-serif", "system-ui", "sans-serif"],
+                font_mono=["ui-monospace", "Consolas", "monospace"],
+            ),
+            css=CSS,
+            js=JS,
+            footer_links=["api"],
+            run_history=False,
+        )
+    except OSError as e:
+        # Gradio's own message talks about launch() parameters; say it in CLI terms.
+        raise ConfigError(
+            f"Cannot serve on {host}:{port}: the port is in use or the address is not "
+            "available here. Pick another with --port (or --host)."
+        ) from e
+    return app

@@ -1,0 +1,394 @@
+"""The web UI, served for real: a headless Chromium drives it, gradio_client calls its API."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from chatbot import Chatbot, Settings, web
+from chatbot.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+OUTPUT = ROOT / "test-output"
+CHROMIUM = "/usr/bin/chromium"
+# No first-run work, no background requests: the browser talks only to the app under test.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+LOCAL = ("http://127.0.0.1", "data:", "blob:", "about:")
+QUESTION = "Do AI agent benchmarks reflect reality?"
+FOLLOW_UP = "What do the authors propose instead?"
+TIMEOUT_MS = 30_000
+
+needs_chromium = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(),
+    reason=f"Debian chromium is not installed at {CHROMIUM} (apt-get install -y chromium)",
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def web_data(built_index, tmp_path_factory) -> Path:
+    """A private copy of the index, so feedback written by the UI stays in this module."""
+    target = tmp_path_factory.mktemp("web") / "data"
+    shutil.copytree(built_index, target)
+    return target
+
+
+@pytest.fixture(scope="module")
+def server(web_data) -> Iterator[str]:
+    """The app served by `web.serve` on a free local port, with the offline model."""
+    bot = Chatbot(Settings.load(env_file=None, data_dir=web_data))
+    port = free_port()
+    app = web.serve(bot, port=port, block=False)
+    yield f"http://127.0.0.1:{port}/"
+    app.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"Debian chromium is not installed at {CHROMIUM} (apt-get install -y chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh page; the test fails if it requested anything outside 127.0.0.1."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(TIMEOUT_MS)
+    pg = context.new_page()
+    outside: list[str] = []
+    pg.on("request", lambda r: None if r.url.startswith(LOCAL) else outside.append(r.url))
+    yield pg
+    context.close()
+    assert not outside, f"the page fetched from outside the machine: {outside}"
+
+
+def ask(page, question: str) -> None:
+    """Type `question`, press Enter and wait until its answer and sources are shown."""
+    answers = page.locator("#chat [data-testid='bot']")
+    before = answers.count()
+    page.locator("#question textarea").fill(question)
+    page.locator("#question textarea").press("Enter")
+    answers.nth(before).wait_for()
+    # The sources panel is rewritten once the answer is complete.
+    page.wait_for_function(
+        "n => document.querySelectorAll(\"#chat [data-testid='bot']\").length === n"
+        " && !document.querySelector('#sources').innerText.includes('Searching')",
+        arg=before + 1,
+    )
+
+
+def bot_texts(page) -> list[str]:
+    return [t.strip() for t in page.locator("#chat [data-testid='bot']").all_inner_texts()]
+
+
+def feedback_records(data_dir: Path) -> list[dict]:
+    path = data_dir / web.FEEDBACK_FILE
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@needs_chromium
+def test_chat_streams_a_cited_answer_shows_its_sources_and_keeps_the_conversation(
+    page, server, bot, web_data
+):
+    expected = bot.ask(QUESTION)
+    assert expected.citations, "the offline model should cite a passage for the agent question"
+    page.goto(server)
+    # Record every text the answer bubble shows, to see it being written piece by piece.
+    page.evaluate(
+        """() => { window.__states = [];
+        new MutationObserver(() => {
+          const bots = document.querySelectorAll("#chat [data-testid='bot']");
+          if (!bots.length) return;
+          const text = bots[bots.length - 1].innerText;
+          if (window.__states[window.__states.length - 1] !== text) window.__states.push(text);
+        }).observe(document.body, {subtree: true, childList: true, characterData: true}); }"""
+    )
+    ask(page, QUESTION)
+
+    states = page.evaluate("window.__states")
+    assert len(states) >= 4, f"the answer should stream in pieces, the page saw only: {states}"
+    assert bot_texts(page) == [expected.text], "the chat should show the answer with its [n] marks"
+    assert "offline" in page.locator("#model-indicator").inner_text(), "model indicator missing"
+
+    first = expected.citations[0]
+    card = page.locator(f"#sources #source-{first.n}")
+    assert first.text[:80] in card.inner_text(), "the cited passage should be shown in the sources"
+    assert first.title in card.inner_text()
+    assert "score" in card.inner_text()
+
+    # A citation mark in the answer leads to its source card.
+    page.locator(f"#chat a[href='#source-{first.n}']").first.click()
+    page.wait_for_function(
+        f"document.querySelector('#source-{first.n}').classList.contains('target')"
+    )
+
+    OUTPUT.mkdir(exist_ok=True)
+    page.screenshot(path=str(OUTPUT / "web-chat.png"), full_page=True)
+
+    # A follow-up is answered in the light of the conversation.
+    history = [
+        {"role": "user", "content": QUESTION},
+        {"role": "assistant", "content": expected.text},
+    ]
+    follow = bot.ask(FOLLOW_UP, history)
+    alone = bot.ask(FOLLOW_UP)
+    assert follow.citations[0].doc_id != alone.citations[0].doc_id, (
+        "pick a follow-up that needs context"
+    )
+    ask(page, FOLLOW_UP)
+    assert bot_texts(page) == [expected.text, follow.text], "the follow-up should use the history"
+    sources = page.locator("#sources").inner_text()
+    assert follow.citations[0].title in sources, "the sources should be the follow-up's own"
+    page.screenshot(path=str(OUTPUT / "web-follow-up.png"), full_page=True)
+
+    # Like the first answer: the vote is saved with its question, answer and citations.
+    # Only answers carry Like buttons, so the first one belongs to the first answer.
+    page.locator("#chat").get_by_role("button", name="Like", exact=True).first.click()
+    deadline = time.monotonic() + 10
+    while not feedback_records(web_data) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    records = feedback_records(web_data)
+    assert records, f"no feedback saved in {web_data / web.FEEDBACK_FILE}"
+    saved = records[-1]
+    assert (saved["vote"], saved["question"], saved["answer"]) == ("like", QUESTION, expected.text)
+    assert [c["doc_id"] for c in saved["citations"]] == [c.doc_id for c in expected.citations]
+    assert saved["time"], "feedback should carry the time it was given"
+
+    # The conversation downloads as Markdown with both questions and their sources.
+    with page.expect_download() as download:
+        page.locator("#download").click()
+    markdown = Path(download.value.path()).read_text(encoding="utf-8")
+    assert f"## {QUESTION}" in markdown and f"## {FOLLOW_UP}" in markdown, markdown
+    assert f"[{first.n}] {first.title}" in markdown, markdown
+
+
+@needs_chromium
+def test_example_questions_are_answered_and_the_corpus_tab_lists_readable_documents(page, server):
+    page.goto(server)
+    example = web.EXAMPLES[2]
+    page.locator("#examples").get_by_text(example).click()
+    page.locator("#chat [data-testid='bot']").first.wait_for()
+    page.wait_for_function("!document.querySelector('#sources').innerText.includes('Searching')")
+    user = page.locator("#chat [data-testid='user']").first.inner_text().strip()
+    assert user == example, "clicking an example should ask it"
+    assert "[1]" in bot_texts(page)[0], f"the example should get a cited answer: {bot_texts(page)}"
+
+    page.get_by_role("tab", name="Corpus").click()
+    rows = page.locator("#corpus-list tr")
+    rows.nth(20).wait_for()
+    assert rows.count() == 21, "the corpus table should list the 20 documents under its header"
+    assert "Do AI agent benchmarks reflect reality?" in page.locator("#corpus-list").inner_text()
+
+    page.get_by_role("combobox", name="Read a summary").click()
+    page.get_by_role("option", name="Optimal Transport: moving mass between distributions").click()
+    reader = page.locator("#corpus-doc")
+    reader.get_by_text("Optimal Transport: moving mass").first.wait_for()
+    assert len(reader.inner_text()) > 500, "the whole summary should be readable"
+
+
+@needs_chromium
+def test_empty_input_does_nothing_and_clear_empties_the_chat(page, server):
+    page.goto(server)
+    page.locator("#question textarea").press("Enter")
+    page.locator("#question").get_by_role("textbox").fill("   ")
+    page.locator("#question textarea").press("Enter")
+    page.wait_for_timeout(1000)
+    assert page.locator("#chat [data-testid='user']").count() == 0, "empty input should do nothing"
+
+    ask(page, QUESTION)
+    page.locator("#clear").click()
+    page.wait_for_function("!document.querySelector(\"#chat [data-testid='bot']\")")
+    assert "latest answer appear here" in page.locator("#sources").inner_text()
+
+
+class BrokenModel:
+    """Builds a LangChain chat model whose server is unreachable."""
+
+    @staticmethod
+    def make():
+        from langchain_core.language_models import BaseChatModel
+
+        class Broken(BaseChatModel):
+            @property
+            def _llm_type(self) -> str:
+                return "broken"
+
+            def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+                raise ConnectionError("Connection refused by 127.0.0.1:9")
+
+        return Broken()
+
+
+@pytest.fixture(scope="module")
+def broken_server(web_data) -> Iterator[str]:
+    bot = Chatbot(Settings.load(env_file=None, data_dir=web_data), llm=BrokenModel.make())
+    port = free_port()
+    app = web.serve(bot, port=port, block=False)
+    yield f"http://127.0.0.1:{port}/"
+    app.close()
+
+
+@needs_chromium
+def test_a_failing_model_gives_a_short_message_in_the_chat_not_a_traceback(page, broken_server):
+    page.goto(broken_server)
+    ask(page, QUESTION)
+    message = bot_texts(page)[0]
+    assert message.startswith("⚠️ Could not answer."), f"expected a friendly error, got: {message}"
+    assert "model failed" in message, message
+    assert "Try again" in message, f"the message should say what to do: {message}"
+    body = page.locator("body").inner_text()
+    assert "Traceback" not in body and 'File "' not in body, "a traceback reached the page"
+    assert "could not be answered" in page.locator("#sources").inner_text()
+
+
+def test_chat_api_returns_the_answer_with_its_markers(server, bot):
+    from gradio_client import Client
+
+    client = Client(server, verbose=False)
+    question = "What is optimal transport?"
+    answer = client.predict(question, api_name="/chat")
+    assert answer == bot.ask(question).text, "the API should give the same answer as the library"
+    assert "[1]" in answer, f"the answer should cite its passages: {answer}"
+
+
+def test_chat_api_reports_errors_as_messages(server, broken_server):
+    from gradio_client import Client
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError, match="question is empty"):
+        Client(server, verbose=False).predict("  ", api_name="/chat")
+    with pytest.raises(AppError, match="model failed"):
+        Client(broken_server, verbose=False).predict(QUESTION, api_name="/chat")
+
+
+def test_twenty_concurrent_clients_asking_five_questions_each_all_get_answers(server, bot):
+    from gradio_client import Client
+
+    questions = [
+        QUESTION,
+        "What is optimal transport?",
+        "How do transformers act as associative memories?",
+        "How can collectives influence AI platforms?",
+        "What limits multimodal LLMs as virtual agents?",
+    ]
+    expected = {q: bot.ask(q).text for q in questions}
+
+    def user(i: int) -> list[tuple[str, str]]:
+        client = Client(server, verbose=False)
+        # Each user asks the questions in its own order, so different ones run at once.
+        order = questions[i % 5 :] + questions[: i % 5]
+        return [(q, client.predict(q, api_name="/chat")) for q in order]
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        results = [r for batch in pool.map(user, range(20)) for r in batch]
+    elapsed = time.monotonic() - started
+    assert len(results) == 100
+    wrong = [(q, a) for q, a in results if a != expected[q]]
+    assert not wrong, f"{len(wrong)} of 100 answers differ from the library's, e.g. {wrong[0]}"
+    print(f"100 answers to 20 concurrent clients in {elapsed:.1f}s")
+
+
+def test_sources_panel_escapes_text_and_only_links_web_urls():
+    turn = {
+        "question": "q",
+        "answer": "a [1]",
+        "citations": [
+            {
+                "n": 1,
+                "doc_id": "d",
+                "title": "<script>alert(1)</script>",
+                "text": "x < y & <b>",
+                "score": 0.5,
+                "paper": "P",
+                "url": "javascript:alert(1)",
+            }
+        ],
+    }
+    page = web.sources_html(turn)
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert "javascript:" not in page, "only http(s) links may be rendered"
+    assert "id='source-1'" in page
+    assert web.linkify("a [1] b [12]") == "a [[1]](#source-1) b [[12]](#source-12)"
+
+
+def test_serve_rejects_a_malformed_auth_in_one_line(capsys):
+    assert main(["serve", "--auth", "no-colon"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "user:password" in err, f"expected one helpful line: {err!r}"
+
+
+def test_serve_on_a_busy_port_says_to_pick_another_in_one_line(web_data, capsys):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["--data-dir", str(web_data), "serve", "--port", str(port)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--port" in err, f"expected one helpful line: {err!r}"
+
+
+def test_chatbot_serve_command_serves_the_chat_behind_a_login(web_data, tmp_path):
+    from gradio_client import Client
+    from gradio_client.exceptions import AuthenticationError
+
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    code = "import sys; from chatbot.cli import main; sys.exit(main(sys.argv[1:]))"
+    args = ["--data-dir", str(web_data), "serve", "--port", str(port), "--auth", "ada:s3cret"]
+    log = (tmp_path / "serve.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, *args], stdout=log, stderr=subprocess.STDOUT, env=env
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, (tmp_path / "serve.log").read_text()
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "chatbot serve did not start within 60s"
+                time.sleep(0.2)
+        with pytest.raises(AuthenticationError):
+            Client(url, verbose=False)
+        answer = Client(url, auth=("ada", "s3cret"), verbose=False).predict(
+            "What is optimal transport?", api_name="/chat"
+        )
+        assert "[1]" in answer, answer
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        log.close()
