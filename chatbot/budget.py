@@ -6,6 +6,7 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
 from langchain_core.messages import BaseMessage
@@ -74,12 +75,24 @@ def context_window(model: str, override: int | None = None) -> int:
     return KNOWN_WINDOWS[best] if best else DEFAULT_WINDOW
 
 
+@lru_cache(maxsize=32)
 def _exact_encoding(model: str) -> bool:
+    """Whether cl100k is the model's own encoding; if tiktoken does not know it, log so once."""
     import tiktoken
 
     try:
+        # A known model with another encoding (gpt-4o) is reported by `tokens.encoding_for`.
         return tiktoken.encoding_name_for_model(model) == ENCODING
     except KeyError:
+        if model != "offline":
+            # Not a warning: for non-OpenAI models an estimate is all there is, offline or not.
+            log.info(
+                "The tokenizer of %s is not available offline; counting its tokens with %s "
+                "and keeping %d%% of the context window free as a margin.",
+                model,
+                ENCODING,
+                round(100 * (1 - UNKNOWN_ENCODING_MARGIN)),
+            )
         return False
 
 

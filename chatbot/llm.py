@@ -90,17 +90,25 @@ def _openai_chat_class() -> type[BaseChatModel]:
 
         def _stream(self, messages, stop=None, run_manager=None, **kwargs):
             for attempt in range(1, self.tries + 1):
-                started = False
+                started = received = False
                 try:
                     for chunk in super()._stream(messages, stop, run_manager, **kwargs):
                         started = started or bool(chunk.text)
+                        received = True
                         yield chunk
-                    return
                 except Exception as e:
                     if started:
                         # Part of the answer is on the user's screen: trying again would repeat it.
                         raise _translate(e, self, attempt, cut=True) from _cause(e, self)
                     self._after_failure(e, attempt)
+                    continue
+                if not received:
+                    raise ModelError(
+                        f"The model server at {self.server} sent a reply that is not a chat "
+                        "completion stream: check that OPENAI_BASE_URL points to an "
+                        "OpenAI-compatible /v1 endpoint."
+                    )
+                return
 
         def _after_failure(self, e: Exception, attempt: int) -> None:
             """Sleep before the next try, or raise the ModelError that explains `e`."""
