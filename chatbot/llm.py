@@ -110,6 +110,13 @@ def _openai_chat_class() -> type[BaseChatModel]:
                     )
                 return
 
+        def _get_request_payload(self, input_, *, stop=None, **kwargs):
+            payload = super()._get_request_payload(input_, stop=stop, **kwargs)
+            if self.server != OPENAI_URL and "max_completion_tokens" in payload:
+                # OpenAI renamed the field; llama.cpp and Ollama still read only `max_tokens`.
+                payload["max_tokens"] = payload.pop("max_completion_tokens")
+            return payload
+
         def _after_failure(self, e: Exception, attempt: int) -> None:
             """Sleep before the next try, or raise the ModelError that explains `e`."""
             if isinstance(e, ModelError):
