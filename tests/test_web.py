@@ -33,7 +33,8 @@ CHROMIUM_ARGS = [
 ]
 LOCAL = ("http://127.0.0.1", "data:", "blob:", "about:")
 QUESTION = "Do AI agent benchmarks reflect reality?"
-FOLLOW_UP = "What do the authors propose instead?"
+# Follow-ups that only make sense after QUESTION; the test uses the first that needs the context.
+FOLLOW_UPS = ["What do the authors propose instead?", "How could they be improved?"]
 TIMEOUT_MS = 30_000
 
 needs_chromium = pytest.mark.skipif(
@@ -117,6 +118,16 @@ def feedback_records(data_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+def wait_for_feedback(data_dir: Path, count: int) -> list[dict]:
+    """The feedback records once there are `count` of them (votes are saved asynchronously)."""
+    deadline = time.monotonic() + 10
+    while len(feedback_records(data_dir)) < count and time.monotonic() < deadline:
+        time.sleep(0.1)
+    records = feedback_records(data_dir)
+    assert len(records) == count, f"expected {count} votes in {data_dir / web.FEEDBACK_FILE}"
+    return records
+
+
 @needs_chromium
 def test_chat_streams_a_cited_answer_shows_its_sources_and_keeps_the_conversation(
     page, server, bot, web_data
@@ -161,35 +172,40 @@ def test_chat_streams_a_cited_answer_shows_its_sources_and_keeps_the_conversatio
         {"role": "user", "content": QUESTION},
         {"role": "assistant", "content": expected.text},
     ]
-    follow = bot.ask(FOLLOW_UP, history)
-    alone = bot.ask(FOLLOW_UP)
-    assert follow.citations[0].doc_id != alone.citations[0].doc_id, (
-        "pick a follow-up that needs context"
+    follow_up, follow = next(
+        (
+            (q, a)
+            for q in FOLLOW_UPS
+            if (a := bot.ask(q, history)).citations
+            and a.citations[0].doc_id == first.doc_id
+            and first.doc_id not in [c.doc_id for c in bot.ask(q).citations]
+        ),
+        (None, None),
     )
-    ask(page, FOLLOW_UP)
+    assert follow, f"none of {FOLLOW_UPS} needs the conversation any more: pick another"
+    ask(page, follow_up)
     assert bot_texts(page) == [expected.text, follow.text], "the follow-up should use the history"
     sources = page.locator("#sources").inner_text()
     assert follow.citations[0].title in sources, "the sources should be the follow-up's own"
     page.screenshot(path=str(OUTPUT / "web-follow-up.png"), full_page=True)
 
-    # Like the first answer: the vote is saved with its question, answer and citations.
-    # Only answers carry Like buttons, so the first one belongs to the first answer.
-    page.locator("#chat").get_by_role("button", name="Like", exact=True).first.click()
-    deadline = time.monotonic() + 10
-    while not feedback_records(web_data) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    records = feedback_records(web_data)
-    assert records, f"no feedback saved in {web_data / web.FEEDBACK_FILE}"
-    saved = records[-1]
-    assert (saved["vote"], saved["question"], saved["answer"]) == ("like", QUESTION, expected.text)
-    assert [c["doc_id"] for c in saved["citations"]] == [c.doc_id for c in expected.citations]
-    assert saved["time"], "feedback should carry the time it was given"
+    # Like the first answer, dislike the second: each vote is saved with its question, answer,
+    # citations and time. Only answers carry these buttons, so the n-th belongs to answer n.
+    chat = page.locator("#chat")
+    chat.get_by_role("button", name="Like", exact=True).nth(0).click()
+    wait_for_feedback(web_data, 1)
+    chat.get_by_role("button", name="Dislike", exact=True).nth(1).click()
+    liked, disliked = wait_for_feedback(web_data, 2)
+    assert (liked["vote"], liked["question"], liked["answer"]) == ("like", QUESTION, expected.text)
+    assert [c["doc_id"] for c in liked["citations"]] == [c.doc_id for c in expected.citations]
+    assert liked["time"], "feedback should carry the time it was given"
+    assert (disliked["vote"], disliked["question"]) == ("dislike", follow_up), disliked
 
     # The conversation downloads as Markdown with both questions and their sources.
     with page.expect_download() as download:
         page.locator("#download").click()
     markdown = Path(download.value.path()).read_text(encoding="utf-8")
-    assert f"## {QUESTION}" in markdown and f"## {FOLLOW_UP}" in markdown, markdown
+    assert f"## {QUESTION}" in markdown and f"## {follow_up}" in markdown, markdown
     assert f"[{first.n}] {first.title}" in markdown, markdown
 
 
@@ -341,6 +357,19 @@ def test_sources_panel_escapes_text_and_only_links_web_urls():
     assert "javascript:" not in page, "only http(s) links may be rendered"
     assert "id='source-1'" in page
     assert web.linkify("a [1] b [12]") == "a [[1]](#source-1) b [[12]](#source-12)"
+
+
+def test_corpus_tab_rebuilds_a_long_document_from_its_overlapping_passages():
+    import re
+
+    from chatbot.corpus import Document, Splitter, load_documents
+
+    docs, _ = load_documents([ROOT / "corpus"])
+    text = "\n\n".join(d.text for d in docs)
+    parts = [p.text for p in Splitter(60, 15).split(Document("all", "All", text, "x"))]
+    assert len(parts) > 20, "the text should be split into many overlapping passages"
+    joined = web._join_overlapping(parts)
+    assert re.sub(r"\s+", " ", joined) == re.sub(r"\s+", " ", text), "text lost or repeated"
 
 
 def test_serve_rejects_a_malformed_auth_in_one_line(capsys):
