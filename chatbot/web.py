@@ -433,7 +433,7 @@ def serve(
     *,
     block: bool = True,
 ) -> gr.Blocks:
-    """Serve the web UI on host:port (local only by default); with block=False return at once."""
+    """Serve the web UI on host:port (local only by default) until Ctrl-C; block=False returns."""
     credentials = parse_auth(auth)
     bot.ensure_index()
     app = build_app(bot)
@@ -445,10 +445,10 @@ def serve(
             server_name=host,
             server_port=port,
             auth=credentials,
-            prevent_thread_lock=not block,
+            prevent_thread_lock=True,
             share=False,
             show_error=False,
-            quiet=not block,
+            quiet=True,
             theme=gr.themes.Default(
                 font=["ui-sans-serif", "system-ui", "sans-serif"],
                 font_mono=["ui-monospace", "Consolas", "monospace"],
@@ -464,4 +464,8 @@ def serve(
             f"Cannot serve on {host}:{port}: the port is in use or the address is not "
             "available here. Pick another with --port (or --host)."
         ) from e
+    if block:
+        print(f"Chat served at {app.local_url} (Ctrl-C stops it).", flush=True)
+        app.block_thread()  # until Ctrl-C
+        app.close()
     return app
