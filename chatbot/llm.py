@@ -60,6 +60,8 @@ def safe_url(url: str) -> str:
     """`url` without user, password or query, fit to show in a message or a log."""
     parts = urlsplit(url)
     host = parts.hostname or ""
+    if ":" in host:  # IPv6
+        host = f"[{host}]"
     if parts.port:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))

@@ -240,6 +240,16 @@ def test_answer_streams_from_the_server_with_numbered_passages_and_citations(fak
         assert stage in answer.timings, f"timings should include {stage}: {answer.timings}"
 
 
+def test_pieces_reach_the_caller_while_the_server_is_still_writing(fake, built_index):
+    fake.script = [{"chunk_sleep": 0.1}]  # 12 chunks: the server needs 1.2 s for the whole answer
+    stream = Chatbot(real(built_index, fake.url)).stream(QUESTION)
+    arrivals = []
+    for _ in stream:
+        arrivals.append(time.perf_counter())
+    assert arrivals[-1] - arrivals[0] > 0.6, "pieces should arrive over time, not all at the end"
+    assert stream.answer.text == ANSWER
+
+
 def test_usage_is_counted_when_the_server_reports_none(fake, built_index):
     fake.usage = False
     answer = Chatbot(real(built_index, fake.url)).ask(QUESTION)
