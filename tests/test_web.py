@@ -8,9 +8,11 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -36,6 +38,14 @@ QUESTION = "Do AI agent benchmarks reflect reality?"
 # Follow-ups that only make sense after QUESTION; the test uses the first that needs the context.
 FOLLOW_UPS = ["What do the authors propose instead?", "How could they be improved?"]
 TIMEOUT_MS = 30_000
+# Records every text the last answer bubble shows, to see an answer being written piece by piece.
+RECORD_STATES = """() => { window.__states = [];
+        new MutationObserver(() => {
+          const bots = document.querySelectorAll("#chat [data-testid='bot']");
+          if (!bots.length) return;
+          const text = bots[bots.length - 1].innerText;
+          if (window.__states[window.__states.length - 1] !== text) window.__states.push(text);
+        }).observe(document.body, {subtree: true, childList: true, characterData: true}); }"""
 
 needs_chromium = pytest.mark.skipif(
     not Path(CHROMIUM).exists(),
@@ -135,16 +145,7 @@ def test_chat_streams_a_cited_answer_shows_its_sources_and_keeps_the_conversatio
     expected = bot.ask(QUESTION)
     assert expected.citations, "the offline model should cite a passage for the agent question"
     page.goto(server)
-    # Record every text the answer bubble shows, to see it being written piece by piece.
-    page.evaluate(
-        """() => { window.__states = [];
-        new MutationObserver(() => {
-          const bots = document.querySelectorAll("#chat [data-testid='bot']");
-          if (!bots.length) return;
-          const text = bots[bots.length - 1].innerText;
-          if (window.__states[window.__states.length - 1] !== text) window.__states.push(text);
-        }).observe(document.body, {subtree: true, childList: true, characterData: true}); }"""
-    )
+    page.evaluate(RECORD_STATES)
     ask(page, QUESTION)
 
     states = page.evaluate("window.__states")
@@ -286,6 +287,65 @@ def test_a_failing_model_gives_a_short_message_in_the_chat_not_a_traceback(page,
     body = page.locator("body").inner_text()
     assert "Traceback" not in body and 'File "' not in body, "a traceback reached the page"
     assert "could not be answered" in page.locator("#sources").inner_text()
+
+
+API_KEY = "sk-test-WEBLEAKCHECK-0123456789"
+API_ANSWER = "Agent benchmarks often miss what real deployments need [1]."
+
+
+class _OpenAIHandler(BaseHTTPRequestHandler):
+    """Speaks just enough of the OpenAI chat protocol: a streamed answer, slowly."""
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        base = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"]}
+        for i in range(0, len(API_ANSWER), 6):
+            delta = {"role": "assistant", "content": API_ANSWER[i : i + 6]}
+            chunk = {**base, "choices": [{"index": 0, "delta": delta}]}
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.flush()
+            time.sleep(0.05)
+        self.wfile.write(b"data: [DONE]\n\n")
+
+
+@pytest.fixture(scope="module")
+def api_server(web_data) -> Iterator[str]:
+    """The app with a real model: the OpenAI client talking to a local server."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _OpenAIHandler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    settings = Settings.load(
+        env_file=None,
+        data_dir=web_data,
+        openai_base_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1",
+        openai_api_key=API_KEY,
+        model="test-model",
+    )
+    port = free_port()
+    app = web.serve(Chatbot(settings), port=port, block=False)
+    yield f"http://127.0.0.1:{port}/"
+    app.close()
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@needs_chromium
+def test_an_api_model_is_named_on_the_page_and_its_answer_streams_in(page, api_server):
+    page.goto(api_server)
+    indicator = page.locator("#model-indicator")
+    indicator.get_by_text("test-model at http://127.0.0.1").wait_for()
+    page.evaluate(RECORD_STATES)
+    ask(page, QUESTION)
+    states = page.evaluate("window.__states")
+    assert len(states) >= 4, f"the answer should arrive in pieces, the page saw only: {states}"
+    assert bot_texts(page) == [API_ANSWER], "the model's answer should be shown as it wrote it"
+    assert page.locator("#sources #source-1").count() == 1, "its citation [1] needs a source"
+    assert API_KEY not in page.content(), "the API key must never reach the page"
 
 
 def test_chat_api_returns_the_answer_with_its_markers(server, bot):
