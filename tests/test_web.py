@@ -47,7 +47,13 @@ RECORD_STATES = """() => { window.__states = [];
           if (window.__states[window.__states.length - 1] !== text) window.__states.push(text);
         }).observe(document.body, {subtree: true, childList: true, characterData: true}); }"""
 
-needs_chromium = pytest.mark.skipif(
+
+def needs_chromium(test):
+    """A browser test: slow, and skipped with the reason when Chromium is not installed."""
+    return pytest.mark.slow(_chromium_skip(test))
+
+
+_chromium_skip = pytest.mark.skipif(
     not Path(CHROMIUM).exists(),
     reason=f"Debian chromium is not installed at {CHROMIUM} (apt-get install -y chromium)",
 )
@@ -368,6 +374,7 @@ def test_chat_api_reports_errors_as_messages(server, broken_server):
         Client(broken_server, verbose=False).predict(QUESTION, api_name="/chat")
 
 
+@pytest.mark.slow
 def test_twenty_concurrent_clients_asking_five_questions_each_all_get_answers(server, bot):
     from gradio_client import Client
 
@@ -448,6 +455,7 @@ def test_serve_on_a_busy_port_says_to_pick_another_in_one_line(web_data, capsys)
     assert err.count("\n") == 0 and "--port" in err, f"expected one helpful line: {err!r}"
 
 
+@pytest.mark.slow
 def test_chatbot_serve_command_serves_the_chat_behind_a_login(web_data, tmp_path):
     from gradio_client import Client
     from gradio_client.exceptions import AuthenticationError
