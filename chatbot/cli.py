@@ -28,7 +28,8 @@ def _bot(args: argparse.Namespace):
     return Chatbot(_settings(args))
 
 
-def _print_sources(answer, out=sys.stdout) -> None:
+def _print_sources(answer, out=None) -> None:
+    out = out or sys.stdout
     if not answer.citations:
         return
     print("\nSources:", file=out)
@@ -41,8 +42,13 @@ def _print_sources(answer, out=sys.stdout) -> None:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     bot = _bot(args)
+    from .records import Fields
+
     report = bot.ingest(
-        args.paths or None, progress=False if args.quiet else None, rebuild=args.rebuild
+        args.paths or None,
+        progress=False if args.quiet else None,
+        rebuild=args.rebuild,
+        fields=Fields(args.id_field, args.title_field, args.text_field),
     )
     for problem in report.problems:
         print(f"skipped {problem}", file=sys.stderr)
@@ -50,17 +56,56 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 1 if report.problems else 0
 
 
+def _where(args: argparse.Namespace) -> dict | None:
+    from .records import parse_where
+
+    return parse_where(args.where)
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
+    where = _where(args)
     bot = _bot(args)
     if args.json:
-        answer = bot.ask(args.question, k=args.k)
+        answer = bot.ask(args.question, k=args.k, where=where)
         print(json.dumps(answer.to_dict(), ensure_ascii=False, indent=2))
         return 0
-    stream = bot.stream(args.question, k=args.k)
+    stream = bot.stream(args.question, k=args.k, where=where)
     for piece in stream:
         print(piece, end="", flush=True)
     print()
     _print_sources(stream.answer)
+    return 0
+
+
+def cmd_retrieve(args: argparse.Namespace) -> int:
+    where = _where(args)
+    passages = _bot(args).retrieve(args.query, k=args.k, where=where)
+    if args.json:
+        rows = [
+            {"doc_id": p.doc_id, "title": p.title, "score": p.score, "text": p.text, **p.metadata}
+            for p in passages
+        ]
+        print(json.dumps(rows, ensure_ascii=False, indent=2))
+        return 0
+    for n, p in enumerate(passages, 1):
+        print(f"[{n}] {p.doc_id} (score {p.score:.2f}) {p.title}")
+        print(f"    {p.text[:200]}{'…' if len(p.text) > 200 else ''}")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from .evaluate import evaluate, load_questions
+
+    questions = load_questions(args.questions)
+    where = _where(args)
+    report = evaluate(_bot(args), questions, k=args.k, where=where)
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(report.table())
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            json.dump(report.to_dict(), f, ensure_ascii=False, indent=2)
+        print(f"\nwrote {args.out}")
     return 0
 
 
@@ -110,6 +155,15 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from . import web
+
+    # Check --auth before loading anything, so a typo fails at once.
+    auth = web.parse_auth(args.auth)
+    web.serve(_bot(args), host=args.host, port=args.port, auth=auth)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser, with one sub-command per job."""
     parser = argparse.ArgumentParser(
@@ -128,19 +182,41 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     p = add("ingest", cmd_ingest, "index documents (default: the corpus folder), incrementally")
-    p.add_argument("paths", nargs="*", help="files or folders of .md/.txt documents")
+    p.add_argument("paths", nargs="*", help="files or folders of .md/.txt documents, or .jsonl")
     p.add_argument("--rebuild", action="store_true", help="drop the collection and index anew")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--id-field", default="id", help="JSON Lines: the record id field (id)")
+    p.add_argument("--title-field", default="title", help="JSON Lines: title field, '' for none")
+    p.add_argument("--text-field", default="text", help="JSON Lines: the text field (text)")
 
+    where_help = "only passages whose metadata match, e.g. year=2023 (repeat to AND)"
     p = add("ask", cmd_ask, "answer one question")
     p.add_argument("question")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
     p.add_argument("-k", type=int, default=None, help="passages to retrieve")
+    p.add_argument("--where", action="append", metavar="KEY=VALUE", help=where_help)
+
+    p = add("retrieve", cmd_retrieve, "show the passages that best match a query (no answer)")
+    p.add_argument("query")
+    p.add_argument("--json", action="store_true", help="print the passages as JSON")
+    p.add_argument("-k", type=int, default=None, help="passages to retrieve")
+    p.add_argument("--where", action="append", metavar="KEY=VALUE", help=where_help)
+
+    p = add("eval", cmd_eval, "score answers to a question file (JSON Lines)")
+    p.add_argument("questions", help="questions in the format of ../shared/eval/README.md")
+    p.add_argument("--out", help="also write metrics and per-question results as JSON")
+    p.add_argument("-k", type=int, default=None, help="passages each answer is given")
+    p.add_argument("--where", action="append", metavar="KEY=VALUE", help=where_help)
 
     add("chat", cmd_chat, "a conversation in the terminal (follow-up questions work)")
 
     p = add("info", cmd_info, "show the data directory, what is indexed and the models in use")
     p.add_argument("--json", action="store_true")
+
+    p = add("serve", cmd_serve, "start the web UI (Gradio) in the browser")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=7860, help="port (default: 7860)")
+    p.add_argument("--auth", metavar="USER:PASSWORD", help="ask for this login")
     return parser
 
 
@@ -154,10 +230,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(
-            "interrupted: run the command again to finish (nothing is half-indexed).",
-            file=sys.stderr,
+        hint = (
+            "run `chatbot ingest` again to finish (nothing is half-indexed)"
+            if args.command == "ingest"
+            else "stopped"
         )
+        print(f"interrupted: {hint}.", file=sys.stderr)
         return 130
     except Exception as e:
         if args.debug:

@@ -67,10 +67,13 @@ def slugify(text: str) -> str:
 
 def iter_files(paths: Iterable[str | Path]) -> Iterator[Path]:
     """Every readable document under `paths` (files as given, folders searched), sorted."""
+    from .records import SUFFIXES as RECORD_SUFFIXES
+
+    wanted = SUFFIXES + RECORD_SUFFIXES
     for path in map(Path, paths):
         if path.is_dir():
             yield from sorted(
-                p for p in path.rglob("*") if p.suffix.lower() in SUFFIXES and p.is_file()
+                p for p in path.rglob("*") if p.suffix.lower() in wanted and p.is_file()
             )
         else:
             yield path
@@ -140,8 +143,15 @@ def clean_metadata(meta: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load_documents(paths: Iterable[str | Path]) -> tuple[list[Document], list[Problem]]:
-    """Read every document under `paths`; bad files become Problems, the rest are returned."""
+def load_documents(
+    paths: Iterable[str | Path], fields: Any = None
+) -> tuple[list[Document], list[Problem]]:
+    """Read every document under `paths`; bad files become Problems, the rest are returned.
+
+    JSON Lines files hold one document a line; `fields` (a records.Fields) names their fields.
+    """
+    from .records import is_records_file, read_records
+
     docs: list[Document] = []
     problems: list[Problem] = []
     seen: dict[str, str] = {}
@@ -149,21 +159,27 @@ def load_documents(paths: Iterable[str | Path]) -> tuple[list[Document], list[Pr
         if not path.exists():
             problems.append(Problem(str(path), "does not exist"))
             continue
-        try:
-            doc = read_document(path)
-        except ValueError as e:
-            problems.append(Problem(str(path), str(e)))
-            continue
-        if doc.doc_id in seen:
-            problems.append(
-                Problem(
-                    str(path),
-                    f"id {doc.doc_id!r} is already used by {seen[doc.doc_id]}; give it its own id",
+        if is_records_file(path):
+            found, bad = read_records(path, fields)
+            problems.extend(bad)
+        else:
+            try:
+                found = [read_document(path)]
+            except ValueError as e:
+                problems.append(Problem(str(path), str(e)))
+                continue
+        for doc in found:
+            if doc.doc_id in seen:
+                problems.append(
+                    Problem(
+                        doc.source,
+                        f"id {doc.doc_id!r} is already used by {seen[doc.doc_id]}; "
+                        "give it its own id",
+                    )
                 )
-            )
-            continue
-        seen[doc.doc_id] = str(path)
-        docs.append(doc)
+                continue
+            seen[doc.doc_id] = str(path)
+            docs.append(doc)
     return docs, problems
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .corpus import Document, Passage, Problem, Splitter
+from .records import source_file
 from .store import Store
 
 BATCH = 64
@@ -55,7 +56,7 @@ def _metadata(doc: Document, passage_index: int, n: int) -> dict[str, Any]:
 
 def _covered(source: str, roots: list[Path]) -> bool:
     """True when `source` lies in one of the ingested folders (or is one of the ingested files)."""
-    path = Path(source).resolve()
+    path = Path(source_file(source)).resolve()
     return any(path == r or r in path.parents for r in roots)
 
 
@@ -67,7 +68,7 @@ def sync(
     problems: list[Problem] | None = None,
     progress: bool | None = None,
 ) -> IngestReport:
-    """Make the store hold exactly `docs` for the files under `roots`, embedding only what changed."""
+    """Make the store hold exactly `docs` for the files under `roots`; embed only what changed."""
     report = IngestReport(problems=list(problems or []))
     root_paths = [Path(r).resolve() for r in roots]
     stored = store.documents()
@@ -80,6 +81,7 @@ def sync(
             todo.append((doc, splitter.split(doc), have is not None))
     seen = {d.doc_id for d in docs}
     # A file that failed to parse keeps its old passages: nothing is lost because of a typo.
+    # (A record of a JSON Lines file keeps its passages when its line, or the file, failed.)
     failed = {str(Path(p.source).resolve()) for p in report.problems}
     gone = [
         s.doc_id
@@ -87,6 +89,7 @@ def sync(
         if s.doc_id not in seen
         and _covered(s.source, root_paths)
         and str(Path(s.source).resolve()) not in failed
+        and str(Path(source_file(s.source)).resolve()) not in failed
     ]
     if not todo and not gone:
         return report

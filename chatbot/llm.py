@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -22,7 +21,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.outputs import LLMResult
 
 from .errors import ModelError
-from .settings import Settings
+from .settings import Settings, safe_url
 
 log = logging.getLogger(__name__)
 
@@ -54,17 +53,6 @@ def make_chat_model(settings: Settings) -> BaseChatModel:
         # Other servers speak Chat Completions only, never the Responses API.
         use_responses_api=False,
     )
-
-
-def safe_url(url: str) -> str:
-    """`url` without user, password or query, fit to show in a message or a log."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:  # IPv6
-        host = f"[{host}]"
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
 
 
 @lru_cache(maxsize=1)
@@ -336,14 +324,3 @@ class UsageTracker(BaseCallbackHandler):
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.prompt_tokens + self.completion_tokens,
         }
-
-
-class TrackedQuestion(str):
-    """A question that carries the tracker of the model calls made to answer it."""
-
-    tracker: UsageTracker
-
-    def __new__(cls, text: str, tracker: UsageTracker) -> TrackedQuestion:
-        self = super().__new__(cls, text)
-        self.tracker = tracker
-        return self

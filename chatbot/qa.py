@@ -145,16 +145,23 @@ class Chatbot:
         *,
         progress: bool | None = None,
         rebuild: bool = False,
+        fields=None,
     ):
-        """Index the documents under `paths` (default: the corpus folder), incrementally."""
+        """Index the documents under `paths` (default: the corpus folder), incrementally.
+
+        `fields` (a `records.Fields`) names the id, title and text fields of JSON Lines records.
+        """
         from .corpus import Splitter, load_documents
         from .ingest import sync
 
         roots = list(paths) if paths else [self.settings.corpus_dir]
-        docs, problems = load_documents(roots)
+        docs, problems = load_documents(roots, fields)
         with self._lock:
             if rebuild:
-                self.store.reset()
+                from .store import Store
+
+                # A rebuild may be how the user moves to other embeddings: skip the model check.
+                self._store, self._retriever = Store(self.settings, rebuild=True), None
             splitter = Splitter(self.settings.chunk_tokens, self.settings.chunk_overlap)
             report = sync(self.store, splitter, docs, roots, problems, progress=progress)
             if report.changed or rebuild:
@@ -207,9 +214,13 @@ class Chatbot:
         history = list(history or [])
         self._check(question, history)
         self.ensure_index()
+        from .llm import UsageTracker
+
         timings: dict[str, float] = {}
         started = time.perf_counter()
-        standalone = self._standalone(question.strip(), history)
+        # Adds up the tokens of every model call made for this question.
+        tracker = UsageTracker(self.settings.model_name)
+        standalone = self._standalone(question.strip(), history, tracker)
         timings["condense"] = time.perf_counter() - started
         t = time.perf_counter()
         if k is None and asks_for_list(standalone):
@@ -221,7 +232,9 @@ class Chatbot:
 
         def finish(text: str) -> None:
             timings["total"] = time.perf_counter() - started
-            stream.answer = self._answer(question, standalone, text, found.passages, timings)
+            stream.answer = self._answer(
+                question, standalone, text, found.passages, timings, tracker
+            )
 
         if not found.relevant:
             # Nothing relevant: say so without asking the model to invent something.
@@ -235,9 +248,7 @@ class Chatbot:
         def generate() -> Iterator[str]:
             t0 = time.perf_counter()
             parts: list[str] = []
-            valid = set(range(1, len(found.passages) + 1))
-            raw = self._generate(standalone, found.passages, history)
-            for piece in citations.clean_stream(raw, valid):
+            for piece in self._generate(standalone, found.passages, history, tracker):
                 parts.append(piece)
                 yield piece
             timings["generate"] = time.perf_counter() - t0
@@ -284,14 +295,11 @@ class Chatbot:
             )
         return template | self.llm | StrOutputParser()
 
-    def _standalone(self, question: str, history: History) -> str:
+    def _standalone(self, question: str, history: History, tracker) -> str:
         from .budget import Budget, fit
-        from .llm import TrackedQuestion, UsageTracker
 
-        # The returned question carries the token usage of every model call made to answer it.
-        tracker = UsageTracker(self.settings.model_name)
         if not any(t["role"] == "user" for t in history):
-            return TrackedQuestion(question, tracker)
+            return question
         chain = self._chain("condense")
         # A long conversation loses its oldest turns first to fit the context window.
         fitted = fit(
@@ -314,11 +322,12 @@ class Chatbot:
         except Exception as e:
             raise ModelError(f"The model failed to rewrite the follow-up question: {e}") from e
         out = out.strip().strip('"').strip()
-        return TrackedQuestion(out or question, tracker)
+        return out or question
 
-    def _generate(self, question: str, passages: list[Passage], history: History) -> Iterator[str]:
+    def _generate(
+        self, question: str, passages: list[Passage], history: History, tracker
+    ) -> Iterator[str]:
         from .budget import Budget, fit
-        from .llm import UsageTracker
 
         messages = [
             HumanMessage(t["content"]) if t["role"] == "user" else AIMessage(t["content"])
@@ -337,7 +346,6 @@ class Chatbot:
             size=lambda x: x.text if isinstance(x, Passage) else str(x.content),
         )
         inputs = {**fixed, "passages": format_passages(fitted.passages), "history": fitted.history}
-        tracker = getattr(question, "tracker", None) or UsageTracker(self.settings.model_name)
         # Only the passages the model was shown may be cited.
         shown = set(range(1, len(fitted.passages) + 1))
         try:
@@ -346,7 +354,10 @@ class Chatbot:
         except ChatbotError:
             raise
         except Exception as e:
-            raise ModelError(f"The model failed to answer: {e}") from e
+            raise ModelError(
+                f"The model failed to answer ({e}); check CHATBOT_MODEL and OPENAI_BASE_URL, "
+                "or use the offline model with --model offline."
+            ) from e
 
     def _answer(
         self,
@@ -355,13 +366,12 @@ class Chatbot:
         text: str,
         passages: list[Passage],
         timings: dict[str, float],
+        tracker,
     ) -> Answer:
-        tracker = getattr(standalone, "tracker", None)
-        usage = tracker.usage() if tracker else {}
-        if tracker and tracker.first_token is not None:
+        usage = tracker.usage()
+        if tracker.first_token is not None:
             timings = {**timings, "first_token": tracker.first_token}
         timings = {k: round(v, 4) for k, v in timings.items()}
-        standalone = str(standalone)
         if NO_ANSWER.rstrip(".").lower() in text.lower() or not passages:
             return Answer(question, NO_ANSWER, [], True, standalone, passages, usage, timings)
         cites = [

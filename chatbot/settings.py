@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar
+from urllib.parse import urlsplit, urlunsplit
 
 from dotenv import dotenv_values
 
@@ -132,8 +133,19 @@ class Settings:
         """What `info` and the UI show: the model name and where it points, never the key."""
         if self.uses_offline_model:
             return "offline (extractive, no network)"
-        where = self.openai_base_url or "https://api.openai.com/v1"
+        where = safe_url(self.openai_base_url or "https://api.openai.com/v1")
         return f"{self.model_name} at {where}"
+
+
+def safe_url(url: str) -> str:
+    """`url` without user, password or query, fit to show in a message or a log."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6
+        host = f"[{host}]"
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
 
 
 def _convert(name: str, type_: Any, raw: str, env_name: str | None) -> Any:
