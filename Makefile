@@ -9,11 +9,14 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[test]'
 	touch $@
 
-.PHONY: install run test
+.PHONY: install run serve test
 install: $(VENV)/.installed
 
 run: install
 	$(VENV)/bin/chatbot chat
+
+serve: install
+	$(VENV)/bin/chatbot serve
 
 test: install
 	$(VENV)/bin/python -m pytest
