@@ -114,9 +114,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
     history: list[dict[str, str]] = []
     interactive = sys.stdin.isatty()
     if interactive:
-        print(
-            f"Ask about the ICML 2025 papers ({bot.settings.model_label}). Empty line or Ctrl-D quits."
-        )
+        label = bot.settings.model_label
+        print(f"Ask about the ICML 2025 papers ({label}). Empty line or Ctrl-D quits.")
     while True:
         try:
             question = input("> " if interactive else "")

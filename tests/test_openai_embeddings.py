@@ -100,9 +100,7 @@ def test_ingest_and_ask_with_an_openai_compatible_embedding_server(server, tmp_p
     assert bot.info()["embedding_model"] == "local-embedder"
 
 
-def test_switching_embedding_models_on_a_built_collection_says_how_to_fix_it(
-    server, data_dir
-):
+def test_switching_embedding_models_on_a_built_collection_says_how_to_fix_it(server, data_dir):
     settings = Settings.load(
         env_file=None, data_dir=data_dir, embeddings="openai", embedding_base_url=server.url
     )
