@@ -115,6 +115,7 @@ def _gelu(x: np.ndarray, a: np.ndarray, t: np.ndarray, poly: np.ndarray) -> np.n
     for coef in (a4, a3, a2, a1):
         poly += coef
         poly *= t
+    # t is not needed any more, so its buffer takes exp(-x^2 / 2).
     e = np.square(x, out=t)
     e *= -0.5
     np.exp(e, out=e)
@@ -127,6 +128,7 @@ def _gelu(x: np.ndarray, a: np.ndarray, t: np.ndarray, poly: np.ndarray) -> np.n
 
 def _softmax(x: np.ndarray) -> np.ndarray:
     """Softmax over the last axis of a float32 array, in place."""
+    # Subtracting the row maximum cannot change the result but keeps exp from overflowing.
     x -= x.max(axis=-1, keepdims=True)
     np.exp(x, out=x)
     x *= 1.0 / x.sum(axis=-1, keepdims=True)
@@ -299,18 +301,22 @@ _CACHE: dict[Path, _MiniLM] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def _single_threaded_blas() -> None:
-    """Make BLAS run in the calling thread only (process-wide; parallelism comes from encode()).
+# Set once BLAS runs single-threaded; only then may encode() add threads of its own.
+_blas_single_threaded = False
 
-    OpenBLAS's worker threads spin while they wait; on a shared 2-core machine that made a query
-    embedding 4-16x slower and batch embedding 7-10x slower (docs/benchmarks.md). Our own threads,
-    one batch each, degrade gracefully under load instead.
-    """
+
+def _single_threaded_blas() -> None:
+    """Make BLAS run in the calling thread only (process-wide; parallelism comes from encode())."""
+    # OpenBLAS's worker threads spin while they wait; on a shared 2-core machine that made a query
+    # embedding 4-16x slower and batch embedding 7-10x slower (docs/benchmarks.md). Our own
+    # threads, one batch each, degrade gracefully under load instead.
+    global _blas_single_threaded
     try:
         from threadpoolctl import threadpool_limits
-    except ImportError:  # an optimisation only
+    except ImportError:  # an optimisation only; threadpoolctl is not a declared dependency
         return
     threadpool_limits(limits=1, user_api="blas")
+    _blas_single_threaded = True
 
 
 def _load(model_dir: Path) -> _MiniLM:
@@ -344,10 +350,8 @@ class MiniLMEmbeddings(Embeddings):
     dimension = DIMENSION
 
     def __init__(self, model_dir: str | Path | None = None, threads: int | None = None) -> None:
-        """Point at a model folder (default: the packaged one); weights load on first use.
-
-        `threads` batches are embedded at once (default: one per CPU).
-        """
+        """Point at a model folder (default: the packaged one); weights load on first use."""
+        # Up to `threads` batches are embedded at once (default: one per CPU).
         self.threads = max(1, threads or os.cpu_count() or 1)
         path = default_model_dir() if model_dir is None else Path(model_dir)
         self.model_dir = path.expanduser().resolve()
@@ -386,7 +390,9 @@ class MiniLMEmbeddings(Embeddings):
         def run(chunk: list[int]) -> None:
             result[chunk] = model.embed_ids([ids[i] for i in chunk])
 
-        workers = min(self.threads, len(chunks))
+        # Without threadpoolctl BLAS keeps a thread per core, and threads of ours on top would
+        # oversubscribe the cores: that is the spinning the single-threaded set-up avoids.
+        workers = min(self.threads, len(chunks)) if _blas_single_threaded else 1
         if workers == 1:
             for chunk in chunks:
                 run(chunk)

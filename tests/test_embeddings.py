@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import chatbot.embeddings as embeddings_module
 from chatbot.embeddings import MiniLMEmbeddings, default_model_dir
 from chatbot.errors import EmbeddingError
 
@@ -123,3 +124,16 @@ def test_missing_package_says_how_to_install(monkeypatch):
 def test_rejects_a_bare_string(emb):
     with pytest.raises(EmbeddingError, match="list of strings"):
         emb.encode("not a list")
+
+
+def test_no_threads_of_its_own_unless_blas_is_single_threaded(emb, monkeypatch):
+    # With BLAS threads still on (no threadpoolctl), a pool of ours would oversubscribe the cores.
+    texts = ["alpha beta", "gamma", "a much longer sentence about transformers", "delta"]
+    expected = emb.encode(texts, batch_size=1)
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("encode() started a thread pool while BLAS has its own threads")
+
+    monkeypatch.setattr(embeddings_module, "_blas_single_threaded", False)
+    monkeypatch.setattr(embeddings_module, "ThreadPoolExecutor", no_pool)
+    assert np.abs(MiniLMEmbeddings(threads=4).encode(texts, batch_size=1) - expected).max() < 1e-6
