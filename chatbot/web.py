@@ -8,11 +8,8 @@ import os
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 
 import html
-import json
 import logging
-import re
 import tempfile
-import threading
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,7 +17,19 @@ from typing import Any
 
 import gradio as gr
 
-from .errors import ChatbotError, ConfigError, ModelError
+from .errors import ChatbotError, ConfigError
+from .webview import (
+    NO_SOURCES,
+    chat_messages,
+    conversation_markdown,
+    corpus_documents,
+    corpus_table,
+    document_markdown,
+    friendly,
+    history_of,
+    save_feedback,
+    sources_html,
+)
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +40,6 @@ EXAMPLES = [
     "Can small language models solve olympiad math problems?",
     "How can collectives influence AI platforms?",
 ]
-FEEDBACK_FILE = "feedback.jsonl"
 # The offline model is CPU-bound: a few answers at a time, the rest wait in the queue.
 # An API model mostly waits on the network, so more answers can be in flight at once.
 CONCURRENCY_OFFLINE = 4
@@ -40,9 +48,6 @@ _UNEXPECTED = (
     "Something went wrong on the server while answering. Try again; if it keeps happening, "
     "the server log says why."
 )
-_NO_SOURCES = "<p class='hint'>The sources of the latest answer appear here.</p>"
-_MARKER = re.compile(r"\[(\d+)\]")
-_FEEDBACK_LOCK = threading.Lock()
 
 CSS = """
 #sources .source { border: 1px solid var(--border-color-primary); border-radius: 8px;
@@ -74,178 +79,6 @@ JS = """
   }, true);
 }
 """
-
-
-def friendly(e: ChatbotError) -> str:
-    """The error's message, kept short, with what to do when the model failed."""
-    text = str(e).strip()
-    if len(text) > 400:
-        text = text[:400].rstrip() + "…"
-    if text and text[-1] not in ".!?…":
-        text += "."
-    if isinstance(e, ModelError):
-        text += " Try again in a moment; if it keeps failing, check the model with `chatbot info`."
-    return text
-
-
-def linkify(text: str) -> str:
-    """`text` with each `[n]` marker turned into a Markdown link to source n."""
-    return _MARKER.sub(r"[[\1]](#source-\1)", text)
-
-
-def _safe_url(url: Any) -> str | None:
-    return url if isinstance(url, str) and url.startswith(("https://", "http://")) else None
-
-
-def _link(url: str, label_html: str) -> str:
-    return f"<a href='{html.escape(url)}' target='_blank' rel='noopener'>{label_html}</a>"
-
-
-def sources_html(turn: dict[str, Any] | None) -> str:
-    """The sources panel for one answered turn: an anchored card per citation."""
-    if not turn:
-        return _NO_SOURCES
-    if turn.get("error"):
-        return "<p class='hint'>No sources: the last question could not be answered.</p>"
-    if not turn["citations"]:
-        return "<p class='hint'>No sources: the papers in the index do not cover this question.</p>"
-    cards = []
-    for c in turn["citations"]:
-        meta = [f"score {c['score']:.2f}", html.escape(c["doc_id"])]
-        paper = html.escape(c["paper"]) if c.get("paper") else None
-        url = _safe_url(c.get("url"))
-        if url:
-            meta.insert(0, f"Paper: {_link(url, paper or 'paper')}")
-        elif paper:
-            meta.insert(0, f"Paper: {paper}")
-        cards.append(
-            f"<div class='source' id='source-{c['n']}'>"
-            f"<div class='source-head'>[{c['n']}] {html.escape(c['title'])}</div>"
-            f"<div class='meta'>{' · '.join(meta)}</div>"
-            f"<blockquote class='passage'>{html.escape(c['text'])}</blockquote></div>"
-        )
-    return "".join(cards)
-
-
-def chat_messages(turns: list[dict[str, Any]], partial: str | None = None) -> list[dict[str, str]]:
-    """The chat as Gradio messages: two per turn, so message i belongs to turn i // 2."""
-    messages = []
-    for turn in turns:
-        messages.append({"role": "user", "content": turn["question"]})
-        if turn.get("error"):
-            content = f"⚠️ **Could not answer.** {turn['error']}"
-        else:
-            content = linkify(turn["answer"])
-        messages.append({"role": "assistant", "content": content})
-    if partial is not None:
-        messages[-1]["content"] = linkify(partial) or "…"
-    return messages
-
-
-def history_of(turns: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """What the model sees of the conversation: answered turns only, never error messages."""
-    history = []
-    for turn in turns:
-        if not turn.get("error") and turn.get("answer"):
-            history.append({"role": "user", "content": turn["question"]})
-            history.append({"role": "assistant", "content": turn["answer"]})
-    return history
-
-
-def conversation_markdown(turns: list[dict[str, Any]], model: str) -> str:
-    """The conversation as a Markdown document, each answer followed by its sources."""
-    lines = ["# Conversation about ICML 2025 papers", "", f"Model: {model}", ""]
-    for turn in turns:
-        lines += [f"## {turn['question']}", ""]
-        if turn.get("error"):
-            lines += [f"_Could not answer: {turn['error']}_", ""]
-            continue
-        lines += [turn["answer"], ""]
-        if turn["citations"]:
-            lines += ["Sources:", ""]
-            for c in turn["citations"]:
-                paper = f" — {c['paper']}" if c.get("paper") else ""
-                url = f" <{c['url']}>" if _safe_url(c.get("url")) else ""
-                lines.append(f"- [{c['n']}] {c['title']}{paper}{url} (score {c['score']:.2f})")
-            lines.append("")
-    return "\n".join(lines)
-
-
-def save_feedback(data_dir: Path, turn: dict[str, Any], vote: str) -> Path:
-    """Append one vote with its question, answer and citations to `feedback.jsonl`."""
-    path = Path(data_dir) / FEEDBACK_FILE
-    record = {
-        "time": datetime.now(UTC).isoformat(timespec="seconds"),
-        "vote": vote,
-        "question": turn["question"],
-        "answer": turn["answer"],
-        "citations": turn["citations"],
-        "model": turn.get("model"),
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with _FEEDBACK_LOCK, path.open("a", encoding="utf-8") as f:
-        f.write(json.dumps(record, ensure_ascii=False) + "\n")
-    return path
-
-
-def corpus_documents(bot) -> list[dict[str, Any]]:
-    """The indexed documents as the index holds them, whatever file or server they came from."""
-    _, texts, metas = bot.store.all_passages()
-    chunks: dict[str, list[tuple[int, str]]] = {}
-    docs: dict[str, dict[str, Any]] = {}
-    for text, meta in zip(texts, metas):
-        doc_id = meta.get("doc_id", "")
-        chunks.setdefault(doc_id, []).append((int(meta.get("chunk", 0)), text))
-        docs.setdefault(
-            doc_id,
-            {
-                "doc_id": doc_id,
-                "title": meta.get("title") or doc_id,
-                "paper": meta.get("paper"),
-                "url": _safe_url(meta.get("url")),
-            },
-        )
-    for doc_id, doc in docs.items():
-        doc["text"] = _join_overlapping([t for _, t in sorted(chunks[doc_id])])
-    return sorted(docs.values(), key=lambda d: d["title"].lower())
-
-
-def _join_overlapping(parts: list[str]) -> str:
-    """Passages in order, each without the text it repeats from the end of the one before."""
-    text = parts[0] if parts else ""
-    for part in parts[1:]:
-        size = next(
-            (n for n in range(min(len(text), len(part), 1000), 15, -1) if text.endswith(part[:n])),
-            0,
-        )
-        text = f"{text}{part[size:]}" if size else f"{text}\n\n{part}"
-    return text
-
-
-def corpus_table(docs: list[dict[str, Any]]) -> str:
-    """An HTML table of the indexed documents."""
-    rows = []
-    for i, d in enumerate(docs, 1):
-        paper = html.escape(d["paper"] or "")
-        if d["url"]:
-            paper = _link(d["url"], paper or "link")
-        rows.append(
-            f"<tr><td>{i}</td><td>{html.escape(d['title'])}</td><td>{paper}</td>"
-            f"<td><code>{html.escape(d['doc_id'])}</code></td></tr>"
-        )
-    return (
-        f"<p>{len(docs)} documents indexed.</p><table id='corpus-list'>"
-        "<tr><th>#</th><th>Title</th><th>Paper</th><th>Id</th></tr>" + "".join(rows) + "</table>"
-    )
-
-
-def document_markdown(doc: dict[str, Any]) -> str:
-    """One document, readable."""
-    head = [f"## {doc['title']}"]
-    if doc["paper"] or doc["url"]:
-        paper = doc["paper"] or doc["url"]
-        head.append(f"Paper: [{paper}]({doc['url']})" if doc["url"] else f"Paper: {paper}")
-    return "\n\n".join([*head, doc["text"]])
 
 
 def build_app(bot) -> gr.Blocks:
@@ -305,7 +138,7 @@ def build_app(bot) -> gr.Blocks:
         yield gr.skip(), chat_messages(turns), sources_html(turn), turns, download_file(turns)
 
     def clear():
-        return [], [], _NO_SOURCES, gr.DownloadButton(value=None, interactive=False)
+        return [], [], NO_SOURCES, gr.DownloadButton(value=None, interactive=False)
 
     def on_like(turns: list[dict[str, Any]] | None, data: gr.LikeData):
         index = data.index[0] if isinstance(data.index, (list, tuple)) else data.index
@@ -392,7 +225,7 @@ def build_app(bot) -> gr.Blocks:
                         )
                     with gr.Column(scale=2):
                         gr.Markdown("### Sources of the latest answer")
-                        sources = gr.HTML(_NO_SOURCES, elem_id="sources")
+                        sources = gr.HTML(NO_SOURCES, elem_id="sources")
             with gr.Tab("Corpus", id="corpus-tab") as corpus_tab:
                 pick = gr.Dropdown(label="Read a summary", choices=[], elem_id="corpus-pick")
                 reader = gr.Markdown(elem_id="corpus-doc")

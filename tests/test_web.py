@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from chatbot import Chatbot, Settings, web
+from chatbot import Chatbot, Settings, web, webview
 from chatbot.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -128,7 +128,7 @@ def bot_texts(page) -> list[str]:
 
 
 def feedback_records(data_dir: Path) -> list[dict]:
-    path = data_dir / web.FEEDBACK_FILE
+    path = data_dir / webview.FEEDBACK_FILE
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
@@ -140,7 +140,7 @@ def wait_for_feedback(data_dir: Path, count: int) -> list[dict]:
     while len(feedback_records(data_dir)) < count and time.monotonic() < deadline:
         time.sleep(0.1)
     records = feedback_records(data_dir)
-    assert len(records) == count, f"expected {count} votes in {data_dir / web.FEEDBACK_FILE}"
+    assert len(records) == count, f"expected {count} votes in {data_dir / webview.FEEDBACK_FILE}"
     return records
 
 
@@ -419,11 +419,11 @@ def test_sources_panel_escapes_text_and_only_links_web_urls():
             }
         ],
     }
-    page = web.sources_html(turn)
+    page = webview.sources_html(turn)
     assert "<script>" not in page and "&lt;script&gt;" in page
     assert "javascript:" not in page, "only http(s) links may be rendered"
     assert "id='source-1'" in page
-    assert web.linkify("a [1] b [12]") == "a [[1]](#source-1) b [[12]](#source-12)"
+    assert webview.linkify("a [1] b [12]") == "a [[1]](#source-1) b [[12]](#source-12)"
 
 
 def test_corpus_tab_rebuilds_a_long_document_from_its_overlapping_passages():
@@ -435,7 +435,7 @@ def test_corpus_tab_rebuilds_a_long_document_from_its_overlapping_passages():
     text = "\n\n".join(d.text for d in docs)
     parts = [p.text for p in Splitter(60, 15).split(Document("all", "All", text, "x"))]
     assert len(parts) > 20, "the text should be split into many overlapping passages"
-    joined = web._join_overlapping(parts)
+    joined = webview._join_overlapping(parts)
     assert re.sub(r"\s+", " ", joined) == re.sub(r"\s+", " ", text), "text lost or repeated"
 
 
