@@ -94,7 +94,7 @@ def test_cli_where_restricts_the_sources(collection, capsys):
     code = main([*args, "retrieve", "optimization", "--where", "year=2020", "--json"])
     rows = json.loads(capsys.readouterr().out)
     assert code == 0 and rows, "retrieve should print passages"
-    assert {r["year"] for r in rows} == {2020}
+    assert {r["metadata"]["year"] for r in rows} == {2020}
     assert main([*args, "ask", "optimization", "--where", "year"]) == 1
     assert "KEY=VALUE" in capsys.readouterr().err, "a malformed --where should say how to write it"
 
