@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,10 +23,18 @@ def _settings(args: argparse.Namespace):
     )
 
 
+# Commands that only read the index; after them the process may skip interpreter teardown.
+READ_ONLY = frozenset({"ask", "retrieve", "info"})
+_bots: list[Any] = []
+_command: str | None = None
+
+
 def _bot(args: argparse.Namespace):
     from .qa import Chatbot
 
-    return Chatbot(_settings(args))
+    bot = Chatbot(_settings(args))
+    _bots.append(bot)
+    return bot
 
 
 def _print_sources(answer, out=None) -> None:
@@ -81,10 +90,8 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
     where = _where(args)
     passages = _bot(args).retrieve(args.query, k=args.k, where=where)
     if args.json:
-        rows = [
-            {"doc_id": p.doc_id, "title": p.title, "score": p.score, "text": p.text, **p.metadata}
-            for p in passages
-        ]
+        keys = ("doc_id", "title", "score", "text", "metadata")
+        rows = [{key: getattr(p, key) for key in keys} for p in passages]
         print(json.dumps(rows, ensure_ascii=False, indent=2))
         return 0
     for n, p in enumerate(passages, 1):
@@ -223,6 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run a sub-command; errors become one line on stderr and a non-zero exit."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    global _command
+    _command = args.command
     try:
         return args.func(args)
     except ChatbotError as e:
@@ -245,4 +254,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run() -> Any:
     """Console-script wrapper."""
-    sys.exit(main())
+    code = main()
+    if _command in READ_ONLY and not any(bot.wrote for bot in _bots):
+        # Tearing down chromadb, langchain and numpy takes most of a second and there is
+        # nothing to save when nothing was written: leave at once.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)

@@ -8,6 +8,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -187,15 +188,21 @@ class Splitter:
     """Token-aware splitting (cl100k_base, offline) into overlapping passages."""
 
     def __init__(self, chunk_tokens: int = 200, chunk_overlap: int = 30) -> None:
+        self.chunk_tokens = chunk_tokens
+        self.chunk_overlap = chunk_overlap
+
+    @cached_property
+    def _splitter(self):
+        # Built on first use: an unchanged corpus is never split, so it never loads tiktoken.
         from langchain_text_splitters import RecursiveCharacterTextSplitter
 
         from .tokens import ENCODING, install_offline_encoding
 
         install_offline_encoding()
-        self._splitter = RecursiveCharacterTextSplitter.from_tiktoken_encoder(
+        return RecursiveCharacterTextSplitter.from_tiktoken_encoder(
             encoding_name=ENCODING,
-            chunk_size=chunk_tokens,
-            chunk_overlap=chunk_overlap,
+            chunk_size=self.chunk_tokens,
+            chunk_overlap=self.chunk_overlap,
             separators=["\n\n", "\n", ". ", "? ", "! ", "; ", ", ", " ", ""],
             keep_separator="end",
         )

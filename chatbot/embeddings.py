@@ -406,6 +406,19 @@ class MiniLMEmbeddings(Embeddings):
         """Embed documents for indexing."""
         return self.encode(texts).tolist()
 
+    def load_in_background(self) -> None:
+        """Start loading the weights on a thread, so the caller can do other start-up work."""
+        if self.model_dir not in _CACHE:
+            # Reading and transposing the weights mostly runs outside the GIL; a failure here is
+            # raised again, with its message, by the first real use.
+            threading.Thread(target=self._warm, name="minilm-load", daemon=True).start()
+
+    def _warm(self) -> None:
+        try:
+            _load(self.model_dir)
+        except EmbeddingError:
+            pass
+
     def embed_query(self, text: str) -> list[float]:
         """Embed one search query."""
         return self.encode([text])[0].tolist()

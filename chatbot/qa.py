@@ -106,6 +106,7 @@ class Chatbot:
         self._store = None
         self._retriever = None
         self._ready = False
+        self.wrote = False  # True once this bot has written to the index
         self._lock = threading.Lock()
 
     # -- components, created on first use so `Chatbot()` itself is instant ---------------------
@@ -154,6 +155,7 @@ class Chatbot:
         from .corpus import Splitter, load_documents
         from .ingest import sync
 
+        self.wrote = True
         roots = list(paths) if paths else [self.settings.corpus_dir]
         docs, problems = load_documents(roots, fields)
         with self._lock:
@@ -218,8 +220,9 @@ class Chatbot:
 
         timings: dict[str, float] = {}
         started = time.perf_counter()
-        # Adds up the tokens of every model call made for this question.
-        tracker = UsageTracker(self.settings.model_name)
+        # Adds up the tokens of every model call made for this question (the offline model
+        # costs nothing, and counting would load a tokenizer for no one).
+        tracker = None if self._offline else UsageTracker(self.settings.model_name)
         standalone = self._standalone(question.strip(), history, tracker)
         timings["condense"] = time.perf_counter() - started
         t = time.perf_counter()
@@ -262,6 +265,20 @@ class Chatbot:
 
     # -- pieces of the pipeline ----------------------------------------------------------------
 
+    @property
+    def _offline(self) -> bool:
+        from .offline import OfflineChatModel
+
+        return isinstance(self.llm, OfflineChatModel)
+
+    def _fit(self, render, passages, history, budget, **kwargs):
+        """Trim passages, then turns, to the model's context window (the offline model has none)."""
+        from .budget import Fitted, fit
+
+        if self._offline:
+            return Fitted(list(passages), list(history), 0, 0, 0)
+        return fit(render, passages, history, budget, **kwargs)
+
     def _check(self, question: str, history: History) -> None:
         if not isinstance(question, str) or not question.strip():
             raise QuestionError("The question is empty: type a question about the papers.")
@@ -296,13 +313,13 @@ class Chatbot:
         return template | self.llm | StrOutputParser()
 
     def _standalone(self, question: str, history: History, tracker) -> str:
-        from .budget import Budget, fit
+        from .budget import Budget
 
         if not any(t["role"] == "user" for t in history):
             return question
         chain = self._chain("condense")
         # A long conversation loses its oldest turns first to fit the context window.
-        fitted = fit(
+        fitted = self._fit(
             lambda _, turns: chain.first.format_messages(
                 history=format_history(turns), question=question
             ),
@@ -315,7 +332,7 @@ class Chatbot:
         try:
             out = chain.invoke(
                 {"history": format_history(fitted.history), "question": question},
-                config={"callbacks": [tracker]},
+                config={"callbacks": [tracker] if tracker else []},
             )
         except ChatbotError:
             raise
@@ -327,7 +344,7 @@ class Chatbot:
     def _generate(
         self, question: str, passages: list[Passage], history: History, tracker
     ) -> Iterator[str]:
-        from .budget import Budget, fit
+        from .budget import Budget
 
         messages = [
             HumanMessage(t["content"]) if t["role"] == "user" else AIMessage(t["content"])
@@ -336,7 +353,7 @@ class Chatbot:
         chain = self._chain("answer")
         fixed = {"question": question, "no_answer": NO_ANSWER}
         # The lowest-ranked passages go first, then the oldest turns, until the prompt fits.
-        fitted = fit(
+        fitted = self._fit(
             lambda ps, turns: chain.first.format_messages(
                 passages=format_passages(ps), history=turns, **fixed
             ),
@@ -349,7 +366,7 @@ class Chatbot:
         # Only the passages the model was shown may be cited.
         shown = set(range(1, len(fitted.passages) + 1))
         try:
-            raw = chain.stream(inputs, config={"callbacks": [tracker]})
+            raw = chain.stream(inputs, config={"callbacks": [tracker] if tracker else []})
             yield from citations.clean_stream(raw, shown)
         except ChatbotError:
             raise
@@ -368,8 +385,8 @@ class Chatbot:
         timings: dict[str, float],
         tracker,
     ) -> Answer:
-        usage = tracker.usage()
-        if tracker.first_token is not None:
+        usage = tracker.usage() if tracker else {}
+        if tracker and tracker.first_token is not None:
             timings = {**timings, "first_token": tracker.first_token}
         timings = {k: round(v, 4) for k, v in timings.items()}
         if NO_ANSWER.rstrip(".").lower() in text.lower() or not passages:

@@ -110,10 +110,12 @@ class Store:
     def __init__(
         self, settings: Settings, embeddings: Embeddings | None = None, *, rebuild: bool = False
     ) -> None:
-        from langchain_chroma import Chroma
-
         self.settings = settings
         self.embeddings = embeddings or make_embeddings(settings)
+        # Every use of the store embeds: load the model while chromadb is being imported.
+        getattr(self.embeddings, "load_in_background", lambda: None)()
+        from langchain_chroma import Chroma
+
         self.client = _client(settings)
         name = embedding_name(self.embeddings)
         try:
