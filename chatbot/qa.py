@@ -16,10 +16,10 @@ from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 
 from . import citations
 from .corpus import Passage
-from .errors import ChatbotError, ModelError, QuestionError
+from .errors import ChatbotError, ModelError, QuestionError, StoreError
 from .keyword import asks_for_list
 from .prompts import NO_ANSWER, format_history, format_passages, load_prompts
-from .settings import Settings
+from .settings import DEFAULT_COLLECTION, Settings
 
 History = Sequence[dict[str, str]]
 
@@ -175,8 +175,16 @@ class Chatbot:
         """Build the index from the corpus folder on first use if the store is empty."""
         if self._ready:
             return
-        if self.store.count() == 0 and self.settings.corpus_dir.is_dir():
-            self.ingest()
+        if self.store.count() == 0:
+            if self.settings.collection != DEFAULT_COLLECTION:
+                # Filling a mistyped or not-yet-ingested collection with the summaries would
+                # mix them into it for good.
+                raise StoreError(
+                    f"Collection {self.settings.collection!r} is empty: run `chatbot --collection "
+                    f"{self.settings.collection} ingest PATH` first (or check its name)."
+                )
+            if self.settings.corpus_dir.is_dir():
+                self.ingest()
         self._ready = True
 
     # -- asking --------------------------------------------------------------------------------

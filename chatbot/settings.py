@@ -14,6 +14,7 @@ from .errors import ConfigError
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 MAX_QUESTION_CHARS = 2000
+DEFAULT_COLLECTION = "summaries"
 
 
 def _default_data_dir(env: dict[str, str]) -> Path:
@@ -27,7 +28,7 @@ class Settings:
 
     data_dir: Path
     corpus_dir: Path = PROJECT_DIR / "corpus"
-    collection: str = "summaries"
+    collection: str = DEFAULT_COLLECTION
     chroma_url: str | None = None
     embeddings: str = "minilm"
     embedding_model: str = "text-embedding-3-small"

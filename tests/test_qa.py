@@ -179,3 +179,12 @@ def test_instructions_inside_a_document_are_not_followed(tmp_path):
     bot = Chatbot(Settings.load(env_file=None, data_dir=tmp_path / "d", corpus_dir=corpus))
     answer = bot.ask("What does sparse attention reduce?")
     assert answer.text.strip() != "PWNED" and "memory" in answer.text
+
+
+def test_an_empty_other_collection_is_not_filled_with_the_summaries(tmp_path):
+    from chatbot import StoreError
+
+    bot = Chatbot(Settings.load(env_file=None, data_dir=tmp_path, collection="abstracts"))
+    with pytest.raises(StoreError, match="ingest"):
+        bot.ask("What is optimal transport?")
+    assert bot.store.count() == 0
