@@ -71,6 +71,23 @@ def main() -> None:
         cmd = [CHATBOT, "--data-dir", str(data), "--model", "offline", "ask", QUESTION]
         record("cli_ask", [_timed(cmd, env) for _ in range(args.runs)])
         bot = Chatbot(Settings.load(env_file=None, data_dir=data, model="offline"))
+        times = []
+        for _ in range(args.runs):
+            started = time.perf_counter()
+            report = bot.ingest(progress=False)
+            times.append(time.perf_counter() - started)
+            assert not report.changed, report
+        record("reingest_unchanged_in_process", times)
+        times = []
+        for i in range(args.runs):
+            # A new folder each run: chromadb keeps one client per path for the whole process.
+            fresh = work / f"fresh-{i}"
+            fresh_bot = Chatbot(Settings.load(env_file=None, data_dir=fresh, model="offline"))
+            started = time.perf_counter()
+            report = fresh_bot.ingest(progress=False)
+            times.append(time.perf_counter() - started)
+            assert report.added == 20, report
+        record("ingest_full_in_process", times)
         questions = [
             json.loads(line).get("question") for line in QUESTIONS.read_text().splitlines()
         ]

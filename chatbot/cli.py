@@ -23,8 +23,9 @@ def _settings(args: argparse.Namespace):
     )
 
 
-# Commands that only read the index; after them the process may skip interpreter teardown.
-READ_ONLY = frozenset({"ask", "retrieve", "info"})
+# Commands after which, unless they wrote to the index, the process may skip interpreter
+# teardown (an unchanged re-ingest writes nothing).
+READ_ONLY = frozenset({"ask", "retrieve", "info", "ingest"})
 _bots: list[Any] = []
 _command: str | None = None
 

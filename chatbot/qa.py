@@ -155,10 +155,11 @@ class Chatbot:
         from .corpus import Splitter, load_documents
         from .ingest import sync
 
-        self.wrote = True
         roots = list(paths) if paths else [self.settings.corpus_dir]
         docs, problems = load_documents(roots, fields)
         with self._lock:
+            # Counted as a write until it is known that nothing changed (also when interrupted).
+            wrote_before, self.wrote = self.wrote, True
             if rebuild:
                 from .store import Store
 
@@ -166,6 +167,7 @@ class Chatbot:
                 self._store, self._retriever = Store(self.settings, rebuild=True), None
             splitter = Splitter(self.settings.chunk_tokens, self.settings.chunk_overlap)
             report = sync(self.store, splitter, docs, roots, problems, progress=progress)
+            self.wrote = wrote_before or rebuild or report.changed
             if report.changed or rebuild:
                 self.retriever.rebuild_keyword_index()
             self._ready = True

@@ -152,7 +152,9 @@ class Store:
     @property
     def revision(self) -> str:
         """Changes whenever passages may have changed; the keyword index is tagged with it."""
-        return str((self.collection.metadata or {}).get("revision", ""))
+        # Read afresh (under a millisecond): another process or machine may have ingested.
+        fresh = self.client.get_collection(self.settings.collection)
+        return str((fresh.metadata or {}).get("revision", ""))
 
     def bump_revision(self) -> str:
         """Mark the collection as changed (before changing it, so a crash leaves it marked)."""

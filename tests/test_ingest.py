@@ -130,3 +130,19 @@ def test_interrupted_ingest_is_completed_by_the_next_without_duplicates(tmp_path
 
     again = run_cli(data, "ingest", str(corpus))
     assert "0 added, 0 updated, 160 unchanged" in again.stdout
+
+
+def test_another_process_ingesting_is_seen_by_a_running_bot(tmp_path):
+    corpus = tmp_path / "corpus"
+    shutil.copytree(CORPUS, corpus)
+    data = tmp_path / "data"
+    bot = Chatbot(Settings.load(env_file=None, data_dir=data, corpus_dir=corpus))
+    bot.ingest()
+    assert bot.retrieve("zeppelin hangar acoustics", k=1)[0].doc_id != "zeppelins"
+    (corpus / "zeppelins.md").write_text(
+        "---\nid: zeppelins\n---\nZeppelin hangar acoustics echo for seconds.", "utf-8"
+    )
+    result = run_cli(data, "ingest", str(corpus), CHATBOT_CORPUS_DIR=str(corpus))
+    assert "1 added" in result.stdout, result.stderr
+    top = bot.retrieve("zeppelin hangar acoustics", k=1)[0]
+    assert top.doc_id == "zeppelins", "the keyword index follows changes made by another process"
