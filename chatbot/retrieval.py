@@ -75,15 +75,16 @@ class Retriever:
         k = k or self.settings.top_k
         depth = max(4 * k, 20)
         vector = self.store.embeddings.embed_query(query)
-        dense = self.store.query(vector, depth, where)
+        # Ids and distances only: the text of the few passages kept is fetched after fusion.
+        dense = self.store.nearest(vector, depth, where)
         keyword = self.keyword_index().search(query, depth)
-        by_id: dict[str, Passage] = {p.passage_id: p for p, _ in dense}
+        by_id: dict[str, Passage] = {}
         if where and keyword:
             allowed = self.store.get([i for i, _ in keyword], where=where)
             keyword = [(i, s) for i, s in keyword if i in allowed]
             by_id.update(allowed)
         fused: dict[str, float] = {}
-        for ranking in ([p.passage_id for p, _ in dense], [i for i, _ in keyword]):
+        for ranking in ([i for i, _ in dense], [i for i, _ in keyword]):
             for rank, pid in enumerate(ranking):
                 fused[pid] = fused.get(pid, 0.0) + 1.0 / (RRF_K + rank + 1)
         top = sorted(fused, key=lambda pid: (-fused[pid], pid))[:k]

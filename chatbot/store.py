@@ -218,6 +218,18 @@ class Store:
             for i, doc, meta in zip(got["ids"], got["documents"], got["metadatas"])
         }
 
+    def nearest(
+        self, vector: Sequence[float], n: int, where: dict | None = None
+    ) -> list[tuple[str, float]]:
+        """Ids of the nearest passages to `vector` with their cosine similarity, best first."""
+        n = min(n, self.count())
+        if n <= 0:
+            return []
+        got = self.collection.query(
+            query_embeddings=[list(vector)], n_results=n, where=where, include=["distances"]
+        )
+        return [(i, 1.0 - d) for i, d in zip(got["ids"][0], got["distances"][0])]
+
     def query(self, vector: Sequence[float], n: int, where: dict | None = None):
         """Nearest passages to `vector` with their cosine similarity, best first."""
         n = min(n, self.count())
