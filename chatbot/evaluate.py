@@ -8,7 +8,6 @@ repeats).
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from collections.abc import Sequence
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import QuestionError
+from .records import json_objects
 
 TYPES = ("single", "multi", "unanswerable", "followup")
 # Retrieval is scored on the documents of the best passages; deep enough for 10 distinct documents.
@@ -113,16 +113,9 @@ def load_questions(path: str | Path) -> list[Question]:
     except OSError as e:
         raise QuestionError(f"Cannot read the question file {path}: {e.strerror or e}.") from e
     questions: list[Question] = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        where = f"{path} line {n}"
-        try:
-            raw = json.loads(line)
-        except ValueError as e:
-            raise QuestionError(f"{where} is not valid JSON ({e.msg}); one object a line.") from e
-        if not isinstance(raw, dict):
-            raise QuestionError(f"{where} is not a JSON object.")
+    for n, where, raw, why in json_objects(lines, path):
+        if raw is None:
+            raise QuestionError(f"{where} {why}; write one JSON object a line.")
         kind = raw.get("type") or ("followup" if "turns" in raw else "single")
         if kind not in TYPES:
             raise QuestionError(f"{where}: type {kind!r} is not one of {', '.join(TYPES)}.")

@@ -106,7 +106,7 @@ def answer_from_prompt(prompt: str) -> str:
     same = [s for s in ranked[1:] if s.n == best.n and score(s) > 0.1][:1]
     main = sorted([best, *same], key=lambda s: s.index)
     main[0] = _with_antecedent(main[0], sentences)
-    chosen = [s for s in main]
+    chosen = list(main)
     for s in ranked[1:]:
         if len(chosen) >= MAX_SENTENCES:
             break

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,23 @@ def _scalar_text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def json_objects(lines: list[str], path: Path) -> Iterator[tuple[int, str, dict | None, str]]:
+    """(line number, "PATH line N", the object or None, why not) for each non-blank line."""
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path} line {n}"
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            yield n, where, None, f"is not valid JSON ({e.msg} at column {e.colno})"
+            continue
+        if not isinstance(obj, dict):
+            yield n, where, None, "is not a JSON object"
+            continue
+        yield n, where, obj, ""
+
+
 def read_records(path: Path, fields: Fields | None = None) -> tuple[list[Document], list[Problem]]:
     """Each valid line of `path` as a Document; bad lines become Problems naming the line."""
     fields = fields or Fields()
@@ -55,17 +73,9 @@ def read_records(path: Path, fields: Fields | None = None) -> tuple[list[Documen
     docs: list[Document] = []
     problems: list[Problem] = []
     seen: dict[str, int] = {}
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        where = f"{path} line {n}"
-        try:
-            record = json.loads(line)
-        except ValueError as e:
-            problems.append(Problem(where, f"is not valid JSON ({e.msg} at column {e.colno})"))
-            continue
-        if not isinstance(record, dict):
-            problems.append(Problem(where, "is not a JSON object"))
+    for n, where, record, why in json_objects(lines, path):
+        if record is None:
+            problems.append(Problem(where, why))
             continue
         doc_id = _scalar_text(record.get(fields.id)).strip()
         if not doc_id:
