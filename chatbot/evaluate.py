@@ -189,6 +189,9 @@ def evaluate(
     bot, questions: Sequence[Question], *, k: int | None = None, where: dict | None = None
 ) -> Report:
     """Ask every question (passing `k` and `where` to `ask`) and score the answers."""
+    # On a fresh data directory the summaries are ingested by the first question; the gold
+    # phrases must be looked up after that, not in an empty store.
+    bot.ensure_index()
     texts = document_texts(bot.store)
     warnings: list[str] = []
     results: list[Result] = []

@@ -78,6 +78,19 @@ def test_cli_prints_a_table_and_writes_json(settings, tmp_path, capsys):
     assert len(data["questions"]) == 17 and data["questions"][0]["id"] == "d01"
 
 
+def test_eval_on_a_fresh_data_dir_builds_the_index_before_scoring(tmp_path, capsys):
+    # The first thing a new user may run: the summaries are not ingested yet.
+    if not DEV.is_file():
+        pytest.skip(f"{DEV} is not there")
+    out = tmp_path / "dev.json"
+    code = main(["--data-dir", str(tmp_path / "fresh"), "eval", str(DEV), "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "is in no document" not in captured.err + captured.out
+    metrics = json.loads(out.read_text())["metrics"]
+    assert metrics["scored for retrieval"] == 14 and metrics["recall@5"] == 1.0
+
+
 def test_a_malformed_question_file_names_the_line(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"id": "a", "question": "ok?"}\n{"id": "b", "type": "single"}\n')
