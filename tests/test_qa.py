@@ -11,6 +11,7 @@ from chatbot import Chatbot, QuestionError, Settings
 from chatbot.citations import cited, clean, clean_stream
 from chatbot.corpus import load_documents
 from chatbot.prompts import NO_ANSWER, format_passages
+from chatbot.retrieval import fuse
 
 from .conftest import CORPUS, SHARED
 
@@ -188,3 +189,15 @@ def test_an_empty_other_collection_is_not_filled_with_the_summaries(tmp_path):
     with pytest.raises(StoreError, match="ingest"):
         bot.ask("What is optimal transport?")
     assert bot.store.count() == 0
+
+
+def test_fusion_keeps_a_decisive_keyword_match_first():
+    # BM25 puts "exact" far ahead (a rare shared name); the dense side ranks it third by a hair.
+    # Rank fusion would put "near" first (first for dense, second for BM25); score fusion keeps
+    # the margin, and every fused score stays within [0, 1].
+    dense = [("near", 0.62), ("other", 0.61), ("exact", 0.60), ("far", 0.40)]
+    keyword = [("exact", 14.0), ("near", 3.1), ("far", 3.0)]
+    fused = fuse(dense, keyword)
+    assert max(fused, key=fused.get) == "exact"
+    assert all(0.0 <= s <= 1.0 for s in fused.values())
+    assert fuse([], keyword) == {"exact": 0.5, "near": pytest.approx(0.5 * 0.1 / 11), "far": 0.0}
