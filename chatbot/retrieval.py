@@ -1,4 +1,4 @@
-"""Hybrid retrieval: dense (Chroma) and BM25 scores, normalised and combined; the abstention rule."""
+"""Hybrid retrieval: dense (Chroma) and BM25 scores normalised and combined; abstention."""
 
 from __future__ import annotations
 
