@@ -222,23 +222,17 @@ class Store:
         self, vector: Sequence[float], n: int, where: dict | None = None
     ) -> list[tuple[str, float]]:
         """Ids of the nearest passages to `vector` with their cosine similarity, best first."""
-        n = min(n, self.count())
         if n <= 0:
             return []
+        # No count() first: Chroma returns fewer hits when it holds fewer, and counting a
+        # 20,000-passage collection took 5 ms, twice the search itself.
         got = self.collection.query(
-            query_embeddings=[list(vector)], n_results=n, where=where, include=["distances"]
+            query_embeddings=[np.asarray(vector, dtype=np.float32)],
+            n_results=n,
+            where=where,
+            include=["distances"],
         )
         return [(i, 1.0 - d) for i, d in zip(got["ids"][0], got["distances"][0])]
-
-    def query(self, vector: Sequence[float], n: int, where: dict | None = None):
-        """Nearest passages to `vector` with their cosine similarity, best first."""
-        n = min(n, self.count())
-        if n <= 0:
-            return []
-        hits = self.vs.similarity_search_by_vector_with_relevance_scores(
-            list(vector), k=n, filter=where
-        )
-        return [(to_passage(d.id, d.page_content, d.metadata), 1.0 - dist) for d, dist in hits]
 
     def reset(self) -> None:
         """Drop every passage of the collection (for a rebuild)."""
