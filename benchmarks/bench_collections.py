@@ -171,9 +171,7 @@ def quality(bot: Chatbot, records: list, queries: int, seed: int) -> dict:
         "bm25": lambda q: _docs(
             [i for i, _ in retriever.keyword_index().search(q, PASSAGES)], doc_of
         ),
-        "dense": lambda q: _docs(
-            [i for i, _ in store.nearest(vectors[q], PASSAGES)], doc_of
-        ),
+        "dense": lambda q: _docs([i for i, _ in store.nearest(vectors[q], PASSAGES)], doc_of),
         "hybrid": lambda q: _docs(
             [p.passage_id for p in retriever.search(q, PASSAGES).passages], doc_of
         ),
