@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import chatbot.embeddings as embeddings_module
-from chatbot.embeddings import MiniLMEmbeddings, default_model_dir
+from chatbot.embeddings import MiniLMEmbeddings, _balanced_chunks, default_model_dir
 from chatbot.errors import EmbeddingError
 
 REFERENCE = Path(__file__).parent / "data" / "minilm_reference.json"
@@ -137,3 +137,15 @@ def test_no_threads_of_its_own_unless_blas_is_single_threaded(emb, monkeypatch):
     monkeypatch.setattr(embeddings_module, "_blas_single_threaded", False)
     monkeypatch.setattr(embeddings_module, "ThreadPoolExecutor", no_pool)
     assert np.abs(MiniLMEmbeddings(threads=4).encode(texts, batch_size=1) - expected).max() < 1e-6
+
+
+def test_batches_are_balanced_by_tokens_for_the_threads():
+    # 64 passages, lengths 256 down to 4 tokens: two threads must get about the same work.
+    lengths = [256 - 4 * i for i in range(64)]
+    chunks = _balanced_chunks(lengths, batch_size=32, parallel=2)
+    assert sorted(i for c in chunks for i in c) == list(range(64)), "every text exactly once"
+    assert len(chunks) == 4 and all(len(c) <= 32 for c in chunks)
+    totals = [sum(lengths[i] for i in c) for c in chunks]
+    assert max(totals) / min(totals) < 1.05, totals
+    assert _balanced_chunks([5, 3], batch_size=32, parallel=2) == [[0, 1]]
+    assert _balanced_chunks([], batch_size=32, parallel=2) == []
