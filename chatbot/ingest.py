@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,19 +99,31 @@ def sync(
     bar = _progress_bar(total, progress)
     batch: list[tuple[Passage, dict[str, Any]]] = []
     pending: list[tuple[Document, bool]] = []
+    # Writing a batch to Chroma overlaps with embedding the next one; one write at a time, in
+    # order, so a document's old passages still go only after its new ones are in.
+    writer = ThreadPoolExecutor(1, thread_name_prefix="ingest-write")
+    writing: Future | None = None
 
-    def flush() -> None:
-        store.add([p for p, _ in batch], [m for _, m in batch])
-        bar.update(len(batch))
-        report.passages += len(batch)
+    def write(passages, vectors, metas, docs: list[tuple[Document, bool]]) -> None:
+        store.write(passages, vectors, metas)
+        bar.update(len(passages))
+        report.passages += len(passages)
         # Old versions go only after the new passages are in: an interrupted ingest leaves
         # both, never neither, and the next run finishes the swap.
-        for doc, existed in pending:
+        for doc, existed in docs:
             if existed:
                 store.delete_doc(doc.doc_id, keep_fingerprint=doc.fingerprint)
                 report.updated += 1
             else:
                 report.added += 1
+
+    def flush() -> None:
+        nonlocal writing
+        passages = [p for p, _ in batch]
+        vectors = store.vectors(passages)
+        if writing is not None:
+            writing.result()  # raises what the previous write raised
+        writing = writer.submit(write, passages, vectors, [m for _, m in batch], list(pending))
         batch.clear()
         pending.clear()
 
@@ -123,7 +136,11 @@ def sync(
         if batch or pending:
             flush()
     finally:
+        # Also on Ctrl-C: a batch already embedded is written, not thrown away.
+        writer.shutdown(wait=True)
         bar.close()
+    if writing is not None:
+        writing.result()
     for doc_id in gone:
         store.delete_doc(doc_id)
         report.removed += 1

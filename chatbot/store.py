@@ -186,9 +186,21 @@ class Store:
 
     def add(self, passages: Sequence[Passage], metadatas: Sequence[dict[str, Any]]) -> None:
         """Embed (through the cache) and upsert passages; ids are content hashes: no duplicates."""
+        self.write(passages, self.vectors(passages), metadatas)
+
+    def vectors(self, passages: Sequence[Passage]) -> list[list[float]]:
+        """The passages' vectors, from the cache or computed (and then cached)."""
+        return self.cache.embed([embed_text(p) for p in passages]) if passages else []
+
+    def write(
+        self,
+        passages: Sequence[Passage],
+        vectors: Sequence[Sequence[float]],
+        metadatas: Sequence[dict[str, Any]],
+    ) -> None:
+        """Upsert passages with their vectors; ids are content hashes, so never a duplicate."""
         if not passages:
             return
-        vectors = self.cache.embed([embed_text(p) for p in passages])
         self.collection.upsert(
             ids=[p.passage_id for p in passages],
             documents=[p.text for p in passages],
