@@ -229,13 +229,16 @@ def latency(bot: Chatbot, records: list, n: int, asks: int, seed: int) -> dict:
 
 
 def throughput(args, work: Path, records_path: Path) -> dict:
-    """Ingest with an empty cache against the embedding model alone, on the same passages."""
+    """Ingest with an empty cache against the embedding model alone, on the same passages.
+
+    Each run embeds the texts with the model alone and ingests them into a new data directory
+    (empty cache, new collection); the order alternates between runs, so a machine that gets
+    busier or quieter during the benchmark does not favour one side.
+    """
     from chatbot.embeddings import MiniLMEmbeddings
 
     docs, _ = read_records(records_path, FIELDS)
     docs = docs[: args.throughput_records]
-    data = work / "throughput"
-    shutil.rmtree(data, ignore_errors=True)
     subset = work / "throughput.jsonl"
     by_id = {d.doc_id for d in docs}
     with records_path.open(encoding="utf-8") as f, subset.open("w", encoding="utf-8") as out:
@@ -244,23 +247,45 @@ def throughput(args, work: Path, records_path: Path) -> dict:
                 out.write(line)
     model = MiniLMEmbeddings()
     model.encode(["warm up the model"])
-    settings = Settings.load(env_file=None, data_dir=data, collection="throughput")
-    splitter = Splitter(settings.chunk_tokens, settings.chunk_overlap)
+    probe = Settings.load(env_file=None, data_dir=work / "throughput", collection="throughput")
+    splitter = Splitter(probe.chunk_tokens, probe.chunk_overlap)
     texts = [embed_text(p) for d in docs for p in splitter.split(d)]
-    started = time.perf_counter()
-    model.encode(texts)
-    alone = time.perf_counter() - started
-    bot = Chatbot(settings)
-    bot.store.embeddings._get_model()
-    started = time.perf_counter()
-    report = bot.ingest([subset], fields=FIELDS, progress=False)
-    pipeline = time.perf_counter() - started
+
+    def alone() -> float:
+        started = time.perf_counter()
+        model.encode(texts)
+        return time.perf_counter() - started
+
+    def pipeline(run: int) -> float:
+        data = work / f"throughput-{run}"
+        shutil.rmtree(data, ignore_errors=True)
+        settings = Settings.load(env_file=None, data_dir=data, collection="throughput")
+        bot = Chatbot(settings)
+        bot.store.embeddings._get_model()
+        started = time.perf_counter()
+        report = bot.ingest([subset], fields=FIELDS, progress=False)
+        elapsed = time.perf_counter() - started
+        assert report.passages == len(texts), (report.passages, len(texts))
+        return elapsed
+
+    pairs = []
+    for run in range(args.throughput_runs):
+        if run % 2 == 0:
+            a = alone()
+            pairs.append((a, pipeline(run)))
+        else:
+            b = pipeline(run)
+            pairs.append((alone(), b))
+        print("throughput run", run, [round(x, 2) for x in pairs[-1]], flush=True)
+    a = statistics.median(x for x, _ in pairs)
+    b = statistics.median(y for _, y in pairs)
     return {
         "records": len(docs),
         "passages": len(texts),
-        "model_alone_passages_per_s": round(len(texts) / alone, 2),
-        "ingest_passages_per_s": round(report.passages / pipeline, 2),
-        "pipeline_overhead_pct": round(100 * (pipeline / alone - 1), 1),
+        "runs": [{"model_alone_s": round(x, 2), "ingest_s": round(y, 2)} for x, y in pairs],
+        "model_alone_passages_per_s": round(len(texts) / a, 2),
+        "ingest_passages_per_s": round(len(texts) / b, 2),
+        "pipeline_overhead_pct": round(100 * (b / a - 1), 1),
     }
 
 
@@ -275,6 +300,7 @@ def main() -> None:
     parser.add_argument("--asks", type=int, default=30)
     parser.add_argument("--runs", type=int, default=3, help="re-ingest runs (median)")
     parser.add_argument("--throughput-records", type=int, default=0, help="0: skip")
+    parser.add_argument("--throughput-runs", type=int, default=3, help="alternating pairs")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
