@@ -24,7 +24,8 @@ class IngestReport:
     updated: int = 0
     unchanged: int = 0
     removed: int = 0
-    passages: int = 0
+    passages: int = 0  # written to the store
+    embedded: int = 0  # of those, computed by the model (the rest came from the cache)
     problems: list[Problem] = field(default_factory=list)
 
     @property
@@ -35,8 +36,12 @@ class IngestReport:
     def __str__(self) -> str:
         line = (
             f"{self.added} added, {self.updated} updated, {self.unchanged} unchanged, "
-            f"{self.removed} removed ({self.passages} passages embedded)"
+            f"{self.removed} removed ({self.passages} passages "
         )
+        if self.embedded == self.passages:
+            line += "embedded)"
+        else:
+            line += f"written, {self.embedded} embedded, the rest from the cache)"
         if self.problems:
             line += f"; {len(self.problems)} file(s) skipped"
         return line
@@ -120,7 +125,9 @@ def sync(
     def flush() -> None:
         nonlocal writing
         passages = [p for p, _ in batch]
+        computed = store.cache.computed
         vectors = store.vectors(passages)
+        report.embedded += store.cache.computed - computed
         if writing is not None:
             writing.result()  # raises what the previous write raised
         writing = writer.submit(write, passages, vectors, [m for _, m in batch], list(pending))

@@ -63,7 +63,8 @@ class EmbeddingCache:
         self._lock = threading.Lock()
         self.embeddings = embeddings
         self._model = embedding_name(embeddings)
-        self.hits = 0
+        self.hits = 0  # texts found in the cache
+        self.computed = 0  # texts the model embedded
 
     def _key(self, text: str) -> str:
         return hashlib.sha256(f"{self._model}\0{text}".encode()).hexdigest()
@@ -82,6 +83,7 @@ class EmbeddingCache:
                 found.update((k, np.frombuffer(v, dtype=np.float32)) for k, v in rows)
         missing = [i for i, k in enumerate(keys) if k not in found]
         self.hits += len(keys) - len(missing)
+        self.computed += len(missing)
         if missing:
             new = self.embeddings.embed_documents([texts[i] for i in missing])
             rows = []

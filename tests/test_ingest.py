@@ -146,3 +146,12 @@ def test_another_process_ingesting_is_seen_by_a_running_bot(tmp_path):
     assert "1 added" in result.stdout, result.stderr
     top = bot.retrieve("zeppelin hangar acoustics", k=1)[0]
     assert top.doc_id == "zeppelins", "the keyword index follows changes made by another process"
+
+
+def test_a_rebuild_takes_every_vector_from_the_cache(data_dir):
+    bot = Chatbot(Settings.load(env_file=None, data_dir=data_dir))
+    before = bot.store.count()
+    report = bot.ingest(rebuild=True)
+    assert (report.added, report.passages, report.embedded) == (20, before, 0), report
+    assert f"{before} passages written, 0 embedded, the rest from the cache" in str(report)
+    assert bot.store.count() == before and bot.ask("What is generative social choice?").citations
