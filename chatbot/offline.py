@@ -40,6 +40,33 @@ _ANAPHORIC = re.compile(r"^(This|These|That|Those|It|They|Such)\b")
 _LEAD = re.compile(r"^Introduction\s+(?=[A-Z])")
 MAX_SENTENCES = 3
 MAX_LISTED = 5
+# Questions that ask for a quantity: the answer must state one, or the passages do not answer.
+_HOW_MANY = re.compile(r"\bhow many\s+(.+)", re.IGNORECASE)
+_HOW_MUCH = re.compile(r"\bhow much\b", re.IGNORECASE)
+_WHICH_YEAR = re.compile(r"\b(what|which) year\b", re.IGNORECASE)
+# "What learning rate was used", "What is the accuracy of…"; not "What does the score function…".
+_WHAT_MEASURE = re.compile(
+    r"\bwhat\s+(?:[\w-]+\s+){0,2}?(rate|score|percentage|accuracy|number|amount)"
+    r"(?=\s*\?|\s+(?:of|for|on|in|at|does|do|did|is|are|was|were|has|have|had|can)\b)",
+    re.IGNORECASE,
+)
+_COUNTED = ("number", "amount")  # the figure itself is the answer's evidence
+_NUMBER_WORDS = (
+    "one two three four five six seven eight nine ten eleven twelve fifteen twenty thirty forty "
+    "fifty hundred hundreds thousand thousands million millions billion billions dozen dozens "
+    "percent"
+)
+# A number standing alone: "10,000" and "3.5" count, the 4 of "GPT-4o" does not.
+_NUMBER = re.compile(
+    rf"(?<![\w.-])\d[\d,]*(?:\.\d+)?%?(?![\w-])|\b(?:{'|'.join(_NUMBER_WORDS.split())})\b",
+    re.IGNORECASE,
+)
+_AMOUNT = re.compile(
+    r"[$€£]\s?\d|(?<![\w.-])\d[\d,]*(?:\.\d+)?(?![\w-])|\b(?:hundreds?|thousands?|millions?|"
+    r"billions?|dollars?|percent)\b",
+    re.IGNORECASE,
+)
+_YEAR = re.compile(r"\b(?:1[5-9]\d\d|20\d\d)\b")
 
 
 @dataclass(frozen=True)
@@ -99,10 +126,17 @@ def answer_from_prompt(prompt: str) -> str:
         return overlap + 0.08 / (1 + s.rank) + 0.01 / (1 + s.index)
 
     ranked = sorted(sentences, key=lambda s: (-score(s), s.rank, s.index))
-    best = ranked[0]
-    top = score(best)
     if asks_for_list(question):
         return _list_answer(ranked, score, passages, wanted, idf, total)
+    states = quantity_check(question)
+    if states is not None:
+        # "How many parameters…", "What learning rate…": only a sentence that states such a
+        # quantity answers; passages on the topic without the number do not.
+        ranked = [s for s in ranked if states(s) and score(s) > 0.25]
+        if not ranked:
+            return NO_ANSWER
+    best = ranked[0]
+    top = score(best)
     same = [s for s in ranked[1:] if s.n == best.n and score(s) > 0.1][:1]
     main = sorted([best, *same], key=lambda s: s.index)
     main[0] = _with_antecedent(main[0], sentences)
@@ -113,6 +147,23 @@ def answer_from_prompt(prompt: str) -> str:
         if s.n != best.n and score(s) >= 0.8 * top:
             chosen.append(s)
     return " ".join(cite(s.text, s.n) for s in chosen)
+
+
+def quantity_check(question: str):
+    """For a question asking for a quantity, a test of whether a sentence states one; else None."""
+    if many := _HOW_MANY.search(question):
+        unit = terms(many.group(1))[:1]  # "how many layers…": the sentence must count layers
+        return lambda s: bool(_NUMBER.search(s.text)) and all(u in s.terms for u in unit)
+    if _HOW_MUCH.search(question):
+        return lambda s: bool(_AMOUNT.search(s.text))
+    if _WHICH_YEAR.search(question):
+        return lambda s: bool(_YEAR.search(s.text))
+    if measure := _WHAT_MEASURE.search(question):
+        if measure.group(1).lower() in _COUNTED:
+            return lambda s: bool(_AMOUNT.search(s.text))
+        unit = terms(measure.group(1))  # "what learning rate…": the sentence must give a rate
+        return lambda s: bool(_NUMBER.search(s.text)) and all(u in s.terms for u in unit)
+    return None
 
 
 def _list_answer(ranked, score, passages, wanted, idf, total) -> str:
