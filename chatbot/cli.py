@@ -246,6 +246,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print(f"interrupted: {hint}.", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `chatbot ask … | head -1`: the reader has gone; that is not an error to report.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except Exception as e:
         if args.debug:
             raise

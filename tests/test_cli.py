@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
-from .helpers import run_cli
+from .conftest import ROOT
+from .helpers import cli_env, run_cli
 
 
 def test_ask_json_has_the_documented_shape(built_index):
@@ -76,3 +79,19 @@ def test_info_names_a_configured_model_but_never_the_key(built_index):
     )
     assert "llama3 at http://127.0.0.1:9/v1" in result.stdout
     assert key not in result.stdout + result.stderr
+
+
+def test_output_cut_short_by_the_reader_is_not_an_error(built_index):
+    # `chatbot ask "…" | head -1`: the reader goes away before the answer is written.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "chatbot", "ask", "What is generative social choice?"],
+        cwd=ROOT,
+        env=cli_env(built_index),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141, err
+    assert "error" not in err and "Traceback" not in err, err
