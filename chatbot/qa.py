@@ -67,7 +67,7 @@ class Answer:
     citations: list[Citation]
     abstained: bool
     standalone_question: str
-    passages: list[Passage] = field(default_factory=list)
+    passages: list[Passage] = field(default_factory=list)  # shown to the model, best first
     usage: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -242,12 +242,12 @@ class Chatbot:
         found = self.retriever.search(standalone, k, where)
         timings["retrieve"] = time.perf_counter() - t
         stream = AnswerStream(iter(()))
+        # The passages the model is shown: the budget may leave the lowest-ranked ones out.
+        shown = list(found.passages)
 
         def finish(text: str) -> None:
             timings["total"] = time.perf_counter() - started
-            stream.answer = self._answer(
-                question, standalone, text, found.passages, timings, tracker
-            )
+            stream.answer = self._answer(question, standalone, text, shown, timings, tracker)
 
         if not found.relevant:
             # Nothing relevant: say so without asking the model to invent something.
@@ -261,7 +261,7 @@ class Chatbot:
         def generate() -> Iterator[str]:
             t0 = time.perf_counter()
             parts: list[str] = []
-            for piece in self._generate(standalone, found.passages, history, tracker):
+            for piece in self._generate(standalone, shown, history, tracker):
                 parts.append(piece)
                 yield piece
             timings["generate"] = time.perf_counter() - t0
@@ -354,6 +354,7 @@ class Chatbot:
     def _generate(
         self, question: str, passages: list[Passage], history: History, tracker
     ) -> Iterator[str]:
+        """Stream the answer; `passages` is cut down in place to those the prompt had room for."""
         from .budget import Budget
 
         messages = [
@@ -372,6 +373,7 @@ class Chatbot:
             Budget.for_settings(self.settings),
             size=lambda x: x.text if isinstance(x, Passage) else str(x.content),
         )
+        passages[:] = fitted.passages
         inputs = {**fixed, "passages": format_passages(fitted.passages), "history": fitted.history}
         # Only the passages the model was shown may be cited.
         shown = set(range(1, len(fitted.passages) + 1))
