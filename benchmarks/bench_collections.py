@@ -301,6 +301,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="re-ingest runs (median)")
     parser.add_argument("--throughput-records", type=int, default=0, help="0: skip")
     parser.add_argument("--throughput-runs", type=int, default=3, help="alternating pairs")
+    parser.add_argument(
+        "--throughput-only", action="store_true", help="skip the index, quality and latency"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -317,16 +320,17 @@ def main() -> None:
         with open(f, encoding="utf-8") as fh:
             records += [json.loads(line) for line in fh if line.strip()]
     result["documents"] = len(records)
-    result.update(build(args, work, env))
-    print(json.dumps(result, indent=2), flush=True)
-    settings = Settings.load(
-        env_file=None, data_dir=work / args.label, collection=COLLECTION, model="offline"
-    )
-    bot = Chatbot(settings)
-    result["passages"] = bot.store.count()
-    result["quality"] = quality(bot, records, args.queries, args.seed)
-    result["latency"] = latency(bot, records, args.latency_queries, args.asks, args.seed)
-    print(json.dumps(result["latency"]), flush=True)
+    if not args.throughput_only:
+        result.update(build(args, work, env))
+        print(json.dumps(result, indent=2), flush=True)
+        settings = Settings.load(
+            env_file=None, data_dir=work / args.label, collection=COLLECTION, model="offline"
+        )
+        bot = Chatbot(settings)
+        result["passages"] = bot.store.count()
+        result["quality"] = quality(bot, records, args.queries, args.seed)
+        result["latency"] = latency(bot, records, args.latency_queries, args.asks, args.seed)
+        print(json.dumps(result["latency"]), flush=True)
     if args.throughput_records:
         result["throughput"] = throughput(args, work, Path(args.files[0]))
     result["load_average_end"] = os.getloadavg()
