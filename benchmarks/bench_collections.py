@@ -29,6 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from common import emit  # noqa: E402
+
 from chatbot import Chatbot, Settings  # noqa: E402
 from chatbot.corpus import Splitter  # noqa: E402
 from chatbot.records import Fields, read_records  # noqa: E402
@@ -335,10 +337,7 @@ def main() -> None:
         result["throughput"] = throughput(args, work, Path(args.files[0]))
     result["load_average_end"] = os.getloadavg()
     result["peak_rss_mb_this_process"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit(result, args.out)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from common import emit  # noqa: E402
+
 from chatbot import Chatbot, Settings  # noqa: E402
 
 CHATBOT = str(Path(sys.executable).with_name("chatbot"))
@@ -110,10 +112,7 @@ def main() -> None:
         "runs_s": {k: [round(x, 3) for x in v] for k, v in runs.items()},
         "bot_ask_questions": len(questions),
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit(result, args.out)
 
 
 if __name__ == "__main__":

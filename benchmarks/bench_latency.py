@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_collections import COLLECTION, latency
+from common import emit
 
 from chatbot import Chatbot, Settings
 
@@ -54,10 +55,7 @@ def main() -> None:
         key: statistics.median(r[key] for r in runs) for key in runs[0] if key.endswith("_ms")
     }
     result["load_average_end"] = os.getloadavg()
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit(result, args.out)
 
 
 if __name__ == "__main__":
