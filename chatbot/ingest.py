@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,10 @@ from .corpus import Document, Passage, Problem, Splitter
 from .records import source_file
 from .store import Store
 
-BATCH = 64
+# Passages written to Chroma at a time: a batch of 256 costs it about a quarter less per passage
+# than one of 64, and its upsert is most of what ingest adds to embedding (docs/benchmarks.md).
+BATCH = 256
+EMBED_BATCH = 64  # passages embedded (and cached) at a time
 
 
 @dataclass
@@ -104,33 +106,28 @@ def sync(
     bar = _progress_bar(total, progress)
     batch: list[tuple[Passage, dict[str, Any]]] = []
     pending: list[tuple[Document, bool]] = []
-    # Writing a batch to Chroma overlaps with embedding the next one; one write at a time, in
-    # order, so a document's old passages still go only after its new ones are in.
-    writer = ThreadPoolExecutor(1, thread_name_prefix="ingest-write")
-    writing: Future | None = None
 
-    def write(passages, vectors, metas, docs: list[tuple[Document, bool]]) -> None:
-        store.write(passages, vectors, metas)
-        bar.update(len(passages))
+    def flush() -> None:
+        passages = [p for p, _ in batch]
+        vectors: list[list[float]] = []
+        # Embedded (and cached) a slice at a time, so the bar moves and an interruption loses
+        # at most one slice of work; written to Chroma in one go, which costs it less.
+        for start in range(0, len(passages), EMBED_BATCH):
+            part = passages[start : start + EMBED_BATCH]
+            computed = store.cache.computed
+            vectors += store.vectors(part)
+            report.embedded += store.cache.computed - computed
+            bar.update(len(part))
+        store.write(passages, vectors, [m for _, m in batch])
         report.passages += len(passages)
         # Old versions go only after the new passages are in: an interrupted ingest leaves
         # both, never neither, and the next run finishes the swap.
-        for doc, existed in docs:
+        for doc, existed in pending:
             if existed:
                 store.delete_doc(doc.doc_id, keep_fingerprint=doc.fingerprint)
                 report.updated += 1
             else:
                 report.added += 1
-
-    def flush() -> None:
-        nonlocal writing
-        passages = [p for p, _ in batch]
-        computed = store.cache.computed
-        vectors = store.vectors(passages)
-        report.embedded += store.cache.computed - computed
-        if writing is not None:
-            writing.result()  # raises what the previous write raised
-        writing = writer.submit(write, passages, vectors, [m for _, m in batch], list(pending))
         batch.clear()
         pending.clear()
 
@@ -143,11 +140,7 @@ def sync(
         if batch or pending:
             flush()
     finally:
-        # Also on Ctrl-C: a batch already embedded is written, not thrown away.
-        writer.shutdown(wait=True)
         bar.close()
-    if writing is not None:
-        writing.result()
     for doc_id in gone:
         store.delete_doc(doc_id)
         report.removed += 1
