@@ -13,6 +13,7 @@ import time
 import pytest
 
 from chatbot import Chatbot, Settings
+from chatbot.ingest import BATCH
 
 from .conftest import CORPUS, ROOT, SHARED
 from .helpers import cli_env, run_cli
@@ -110,26 +111,27 @@ def _interrupt_after(proc, data, vectors: int, sig) -> tuple[int, str]:
 @pytest.mark.slow
 def test_interrupted_ingest_is_completed_by_the_next_without_duplicates(tmp_path):
     corpus, data = tmp_path / "abstracts", tmp_path / "data"
-    _abstract_corpus(corpus, 160)
+    _abstract_corpus(corpus, 400)  # about 640 passages: the second run still has batches to do
 
-    code, err = _interrupt_after(_start_ingest(corpus, data), data, 64, signal.SIGINT)
+    # Stopped while embedding the second batch (the first is written), then killed in the third.
+    code, err = _interrupt_after(_start_ingest(corpus, data), data, BATCH, signal.SIGINT)
     assert code == 130, f"Ctrl-C should end with 130, got {code}: {err}"
     assert "interrupted" in err and "Traceback" not in err
 
-    code, err = _interrupt_after(_start_ingest(corpus, data), data, 128, signal.SIGKILL)
+    code, err = _interrupt_after(_start_ingest(corpus, data), data, 2 * BATCH, signal.SIGKILL)
     assert code == -signal.SIGKILL, "the second run must really be killed mid-way"
 
     finished = run_cli(data, "ingest", str(corpus))
     assert finished.returncode == 0, finished.stderr
     bot = Chatbot(Settings.load(env_file=None, data_dir=data))
     docs = bot.store.documents()
-    assert len(docs) == 160 and all(d.complete for d in docs.values()), "every document whole"
+    assert len(docs) == 400 and all(d.complete for d in docs.values()), "every document whole"
     metas = bot.store.all_passages()[2]
     keys = [(m["doc_id"], m["chunk"]) for m in metas]
     assert len(keys) == len(set(keys)), "no passage is stored twice"
 
     again = run_cli(data, "ingest", str(corpus))
-    assert "0 added, 0 updated, 160 unchanged" in again.stdout
+    assert "0 added, 0 updated, 400 unchanged" in again.stdout
 
 
 def test_another_process_ingesting_is_seen_by_a_running_bot(tmp_path):
