@@ -13,9 +13,9 @@ from .records import source_file
 from .store import Store
 
 # Passages embedded, cached and written to Chroma at a time. Against batches of 64, 256 cut what
-# ingest adds to the model's own time from 15% to 9% on the 5,365 ICML abstracts: Chroma's upsert
-# costs a quarter less per passage, and embedding pays its per-call costs a quarter as often
-# (docs/benchmarks.md). The progress bar moves, and the cache grows, once a batch.
+# ingest adds to the model's own time from 15-19% to 9-13% on the 5,365 ICML abstracts: Chroma's
+# upsert costs a quarter less per passage, and embedding pays its per-call costs a quarter as
+# often (docs/benchmarks.md). The progress bar moves, and the cache grows, once a batch.
 BATCH = 256
 
 
