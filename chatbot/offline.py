@@ -60,14 +60,11 @@ _NUMBER_WORDS = (
     "fifty hundred hundreds thousand thousands million millions billion billions dozen dozens "
     "percent"
 )
-# A number standing alone: "10,000" and "3.5" count, the 4 of "GPT-4o" does not.
-_NUMBER = re.compile(
-    rf"(?<![\w.-])\d[\d,]*(?:\.\d+)?%?(?![\w-])|\b(?:{'|'.join(_NUMBER_WORDS.split())})\b",
-    re.IGNORECASE,
-)
+# A number standing alone: "10,000", "3.5" and "12%" count, the 4 of "GPT-4o" does not.
+_DIGITS = r"(?<![\w.-])\d[\d,]*(?:\.\d+)?%?(?![\w-])"
+_NUMBER = re.compile(rf"{_DIGITS}|\b(?:{'|'.join(_NUMBER_WORDS.split())})\b", re.IGNORECASE)
 _AMOUNT = re.compile(
-    r"[$€£]\s?\d|(?<![\w.-])\d[\d,]*(?:\.\d+)?(?![\w-])|\b(?:hundreds?|thousands?|millions?|"
-    r"billions?|dollars?|percent)\b",
+    rf"[$€£]\s?\d|{_DIGITS}|\b(?:hundreds?|thousands?|millions?|billions?|dollars?|percent)\b",
     re.IGNORECASE,
 )
 _YEAR = re.compile(r"\b(?:1[5-9]\d\d|20\d\d)\b")
@@ -165,9 +162,12 @@ def answer_from_prompt(prompt: str) -> str:
 
 def quantity_check(question: str):
     """For a question asking for a quantity, a test of whether a sentence states one; else None."""
-    if many := _HOW_MANY.search(question):
-        unit = terms(many.group(1))[:1]  # "how many layers…": the sentence must count layers
+
+    def number_of(unit: list[str]):
         return lambda s: bool(_NUMBER.search(s.text)) and all(u in s.terms for u in unit)
+
+    if many := _HOW_MANY.search(question):
+        return number_of(terms(many.group(1))[:1])  # "how many layers…": a count of layers
     if _HOW_MUCH.search(question):
         return lambda s: bool(_AMOUNT.search(s.text))
     if _WHICH_YEAR.search(question):
@@ -175,8 +175,7 @@ def quantity_check(question: str):
     if measure := _WHAT_MEASURE.search(question):
         if measure.group(1).lower() in _COUNTED:
             return lambda s: bool(_AMOUNT.search(s.text))
-        unit = terms(measure.group(1))  # "what learning rate…": the sentence must give a rate
-        return lambda s: bool(_NUMBER.search(s.text)) and all(u in s.terms for u in unit)
+        return number_of(terms(measure.group(1)))  # "what learning rate…": a rate, given
     return None
 
 

@@ -63,8 +63,7 @@ class EmbeddingCache:
         self._lock = threading.Lock()
         self.embeddings = embeddings
         self._model = embedding_name(embeddings)
-        self.hits = 0  # texts found in the cache
-        self.computed = 0  # texts the model embedded
+        self.computed = 0  # texts the model embedded (the rest came from the cache)
 
     def _key(self, text: str) -> str:
         return hashlib.sha256(f"{self._model}\0{text}".encode()).hexdigest()
@@ -82,7 +81,6 @@ class EmbeddingCache:
                 )
                 found.update((k, np.frombuffer(v, dtype=np.float32)) for k, v in rows)
         missing = [i for i, k in enumerate(keys) if k not in found]
-        self.hits += len(keys) - len(missing)
         self.computed += len(missing)
         if missing:
             new = self.embeddings.embed_documents([texts[i] for i in missing])
@@ -185,10 +183,6 @@ class Store:
             )
             for doc_id, d in seen.items()
         }
-
-    def add(self, passages: Sequence[Passage], metadatas: Sequence[dict[str, Any]]) -> None:
-        """Embed (through the cache) and upsert passages; ids are content hashes: no duplicates."""
-        self.write(passages, self.vectors(passages), metadatas)
 
     def vectors(self, passages: Sequence[Passage]) -> list[list[float]]:
         """The passages' vectors, from the cache or computed (and then cached)."""
