@@ -1,16 +1,44 @@
 """Question answering over ICML 2025 paper summaries, with checked citations."""
 
-from .errors import (
-    ChatbotError,
-    ConfigError,
-    EmbeddingError,
-    IngestError,
-    ModelError,
-    QuestionError,
-    StoreError,
-)
-from .qa import Answer, AnswerStream, Chatbot, Citation
-from .settings import Settings
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .errors import (
+        ChatbotError,
+        ConfigError,
+        EmbeddingError,
+        IngestError,
+        ModelError,
+        QuestionError,
+        StoreError,
+    )
+    from .qa import Answer, AnswerStream, Chatbot, Citation
+    from .settings import Settings
+
+# Imported on first use: the embedding child process imports `chatbot.embeddings` and would
+# otherwise pay 2 s for LangChain's chat-model modules it never uses.
+_EXPORTS = {
+    "Answer": ".qa",
+    "AnswerStream": ".qa",
+    "Chatbot": ".qa",
+    "Citation": ".qa",
+    "Settings": ".settings",
+    **dict.fromkeys(
+        [
+            "ChatbotError",
+            "ConfigError",
+            "EmbeddingError",
+            "IngestError",
+            "ModelError",
+            "QuestionError",
+            "StoreError",
+        ],
+        ".errors",
+    ),
+}
 
 __all__ = [
     "Answer",
@@ -27,3 +55,16 @@ __all__ = [
     "StoreError",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -427,6 +427,12 @@ class MiniLMEmbeddings(Embeddings):
         """Embed documents for indexing."""
         return self.encode(texts).tolist()
 
+    def process(self):
+        """This model in a child process (an EmbeddingProcess), to embed beside GIL-bound work."""
+        from .embedding_process import EmbeddingProcess
+
+        return EmbeddingProcess(self.model_dir, self.threads)
+
     def load_in_background(self) -> None:
         """Start loading the weights on a thread, so the caller can do other start-up work."""
         if self.model_dir not in _CACHE:

@@ -6,7 +6,8 @@ import hashlib
 import sqlite3
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,16 @@ class EmbeddingCache:
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Vectors for `texts`, computing only those not cached."""
+        return self.start(texts)().tolist()
+
+    def start(
+        self, texts: Sequence[str], submit: Callable[[list[str]], Future] | None = None
+    ) -> Callable[[], np.ndarray]:
+        """Look `texts` up and hand the missing ones to `submit`; call the result for the vectors.
+
+        Without `submit` the model embeds them here and now. Finishing caches the new vectors
+        and returns all of them as one float32 array, in the order of `texts`.
+        """
         keys = [self._key(t) for t in texts]
         found: dict[str, np.ndarray] = {}
         with self._lock:
@@ -81,17 +92,29 @@ class EmbeddingCache:
                 )
                 found.update((k, np.frombuffer(v, dtype=np.float32)) for k, v in rows)
         missing = [i for i, k in enumerate(keys) if k not in found]
-        self.computed += len(missing)
-        if missing:
-            new = self.embeddings.embed_documents([texts[i] for i in missing])
-            rows = []
-            for i, vec in zip(missing, new):
-                arr = np.asarray(vec, dtype=np.float32)
-                found[keys[i]] = arr
-                rows.append((keys[i], arr.tobytes()))
-            with self._lock, self._db:
-                self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", rows)
-        return [found[k].tolist() for k in keys]
+        todo = [texts[i] for i in missing]
+        pending = (submit or self._now)(todo) if missing else None
+
+        def finish() -> np.ndarray:
+            if pending is not None:
+                new = np.asarray(_result(pending), dtype=np.float32)
+                rows = []
+                for i, vec in zip(missing, new, strict=True):
+                    found[keys[i]] = vec
+                    rows.append((keys[i], vec.tobytes()))
+                with self._lock, self._db:
+                    self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", rows)
+                self.computed += len(missing)
+            if not keys:
+                return np.empty((0, 0), dtype=np.float32)
+            return np.stack([found[k] for k in keys])
+
+        return finish
+
+    def _now(self, texts: list[str]) -> Future:
+        done: Future = Future()
+        done.set_result(self.embeddings.embed_documents(texts))
+        return done
 
 
 @dataclass(frozen=True)
@@ -184,14 +207,10 @@ class Store:
             for doc_id, d in seen.items()
         }
 
-    def vectors(self, passages: Sequence[Passage]) -> list[list[float]]:
-        """The passages' vectors, from the cache or computed (and then cached)."""
-        return self.cache.embed([embed_text(p) for p in passages]) if passages else []
-
     def write(
         self,
         passages: Sequence[Passage],
-        vectors: Sequence[Sequence[float]],
+        vectors: np.ndarray | Sequence[Sequence[float]],
         metadatas: Sequence[dict[str, Any]],
     ) -> None:
         """Upsert passages with their vectors; ids are content hashes, so never a duplicate."""
@@ -245,6 +264,16 @@ class Store:
     def reset(self) -> None:
         """Drop every passage of the collection (for a rebuild)."""
         self.vs.reset_collection()
+
+
+def _result(future: Future):
+    """The future's result, waited for in short steps so that Ctrl-C still interrupts."""
+    # A signal may be delivered to any thread; a wait without a timeout would never notice it.
+    while True:
+        try:
+            return future.result(timeout=0.25)
+        except TimeoutError:
+            continue
 
 
 def embed_text(p: Passage) -> str:
