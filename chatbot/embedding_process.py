@@ -66,6 +66,11 @@ class EmbeddingProcess:
         # One thread waits on the pipe (outside the GIL) so the caller can go on writing.
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="embedding-process")
 
+    @property
+    def pid(self) -> int:
+        """The child's process id."""
+        return self._child.pid
+
     def submit(self, texts: Sequence[str]) -> Future:
         """Queue `texts`; the Future gives a float32 array of shape (len(texts), 384)."""
         return self._pool.submit(self._call, list(texts))
@@ -75,7 +80,10 @@ class EmbeddingProcess:
             _send(self._child.stdin, texts)
             status, value = _receive(self._child.stdout)
         except (OSError, EOFError, pickle.UnpicklingError) as e:
-            code = self._child.poll()
+            try:  # the pipe can close a moment before the exit status is there
+                code = self._child.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = None
             raise EmbeddingError(
                 f"The embedding process stopped (exit code {code}); its messages, if any, are "
                 "above. Run the ingest again: what was already written is kept."

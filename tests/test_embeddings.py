@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -149,3 +151,38 @@ def test_batches_are_balanced_by_tokens_for_the_threads():
     assert max(totals) / min(totals) < 1.05, totals
     assert _balanced_chunks([5, 3], batch_size=32, parallel=2) == [[0, 1]]
     assert _balanced_chunks([], batch_size=32, parallel=2) == []
+
+
+def test_a_child_process_gives_the_same_vectors_in_order_then_exits(emb, reference):
+    child = emb.process()
+    try:
+        first = child.submit(reference["sentences"])  # queued before the first is answered
+        second = child.submit(["short", reference["sentences"][0]])
+        got = first.result(timeout=120), second.result(timeout=120)
+    finally:
+        child.close()
+    assert np.abs(got[0] - emb.encode(reference["sentences"])).max() < 1e-6
+    assert np.abs(got[1] - emb.encode(["short", reference["sentences"][0]])).max() < 1e-6
+    with pytest.raises(ProcessLookupError):
+        os.kill(child.pid, 0)
+
+
+def test_a_child_process_reports_bad_input_and_goes_on_serving(emb):
+    child = emb.process()
+    try:
+        with pytest.raises(EmbeddingError, match="Text 1 to embed is a int"):
+            child.submit(["fine", 3]).result(timeout=120)
+        assert child.submit(["fine"]).result(timeout=120).shape == (1, 384)
+    finally:
+        child.close()
+
+
+def test_a_child_process_that_dies_gives_an_error_that_says_so(emb):
+    child = emb.process()
+    try:
+        child.submit(["warm up"]).result(timeout=120)
+        os.kill(child.pid, signal.SIGKILL)
+        with pytest.raises(EmbeddingError, match=r"embedding process stopped \(exit code -9\)"):
+            child.submit(["again"]).result(timeout=60)
+    finally:
+        child.close()

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from chatbot import Chatbot, Settings
+from chatbot.embeddings import MiniLMEmbeddings
 from chatbot.ingest import BATCH
+from chatbot.store import embed_text, to_passage
 
 from .conftest import CORPUS, ROOT, SHARED
 from .helpers import cli_env, run_cli
@@ -98,40 +103,81 @@ def _start_ingest(corpus, data):
     )
 
 
-def _interrupt_after(proc, data, vectors: int, sig) -> tuple[int, str]:
+def _children(pid: int) -> list[int]:
+    """Processes whose parent is `pid` (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _gone(pid: int, within: float) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state == "Z":
+            return True  # exited; only its parent's record of it is left
+        time.sleep(0.1)
+    return False
+
+
+def _interrupt_after(proc, data, vectors: int, sig) -> tuple[int, str, list[int]]:
+    """Signal the ingest once `vectors` are cached; its exit code, stderr and child processes."""
     deadline = time.monotonic() + 240
     while _cached_vectors(data) < vectors and proc.poll() is None:
         assert time.monotonic() < deadline, "ingest made no progress"
         time.sleep(0.05)
+    children = _children(proc.pid)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
-    return proc.returncode, err
+    return proc.returncode, err, children
 
 
 @pytest.mark.slow
 def test_interrupted_ingest_is_completed_by_the_next_without_duplicates(tmp_path):
     corpus, data = tmp_path / "abstracts", tmp_path / "data"
-    _abstract_corpus(corpus, 400)  # about 640 passages: the second run still has batches to do
+    # About 1,100 passages: the second run, too, has enough left to embed in a child process.
+    _abstract_corpus(corpus, 700)
 
     # Stopped while embedding the second batch (the first is written), then killed in the third.
-    code, err = _interrupt_after(_start_ingest(corpus, data), data, BATCH, signal.SIGINT)
+    code, err, children = _interrupt_after(_start_ingest(corpus, data), data, BATCH, signal.SIGINT)
     assert code == 130, f"Ctrl-C should end with 130, got {code}: {err}"
     assert "interrupted" in err and "Traceback" not in err
+    assert children, "an ingest this large embeds in a child process"
+    assert all(_gone(pid, within=5) for pid in children), "Ctrl-C stops the embedding process too"
 
-    code, err = _interrupt_after(_start_ingest(corpus, data), data, 2 * BATCH, signal.SIGKILL)
+    code, err, children = _interrupt_after(
+        _start_ingest(corpus, data), data, 2 * BATCH, signal.SIGKILL
+    )
     assert code == -signal.SIGKILL, "the second run must really be killed mid-way"
+    # Orphaned, the child notices that nobody reads its answers and exits after its batch.
+    assert children and all(_gone(pid, within=60) for pid in children), "no orphan keeps running"
 
     finished = run_cli(data, "ingest", str(corpus))
     assert finished.returncode == 0, finished.stderr
     bot = Chatbot(Settings.load(env_file=None, data_dir=data))
     docs = bot.store.documents()
-    assert len(docs) == 400 and all(d.complete for d in docs.values()), "every document whole"
+    assert len(docs) == 700 and all(d.complete for d in docs.values()), "every document whole"
     metas = bot.store.all_passages()[2]
     keys = [(m["doc_id"], m["chunk"]) for m in metas]
     assert len(keys) == len(set(keys)), "no passage is stored twice"
 
     again = run_cli(data, "ingest", str(corpus))
-    assert "0 added, 0 updated, 400 unchanged" in again.stdout
+    assert "0 added, 0 updated, 700 unchanged" in again.stdout
+
+    # What the child process computed is what this process's model computes.
+    got = bot.store.collection.get(limit=5, include=["documents", "metadatas", "embeddings"])
+    passages = [to_passage(*row) for row in zip(got["ids"], got["documents"], got["metadatas"])]
+    expected = MiniLMEmbeddings().encode([embed_text(p) for p in passages])
+    assert np.abs(np.asarray(got["embeddings"]) - expected).max() < 1e-5
 
 
 def test_another_process_ingesting_is_seen_by_a_running_bot(tmp_path):
@@ -157,3 +203,11 @@ def test_a_rebuild_takes_every_vector_from_the_cache(data_dir):
     assert (report.added, report.passages, report.embedded) == (20, before, 0), report
     assert f"{before} passages written, 0 embedded, the rest from the cache" in str(report)
     assert bot.store.count() == before and bot.ask("What is generative social choice?").citations
+
+
+def test_the_progress_bar_counts_documents_and_shows_rate_and_time_left(data_dir, capfd):
+    bot = Chatbot(Settings.load(env_file=None, data_dir=data_dir))
+    bot.ingest(rebuild=True, progress=True)
+    err = capfd.readouterr().err
+    # e.g. "Indexing: 100%|##########| 20/20 [00:01<00:00, 14.8doc/s]"
+    assert re.search(r"Indexing: +100%.* 20/20 \[\d+:\d\d<\d+:\d\d, +[\d.]+doc/s\]", err), err
