@@ -148,7 +148,7 @@ def sync(
             else:
                 report.added += 1
 
-    failed = True
+    done = False
     try:
         for doc, existed in todo:
             passages = splitter.split(doc)
@@ -162,10 +162,10 @@ def sync(
             start()
         while started:
             finish()
-        failed = False
+        done = True
     finally:
         if child is not None:
-            child.close(kill=failed)
+            child.close(kill=not done)
         bar.close()
     for doc_id in gone:
         store.delete_doc(doc_id)
