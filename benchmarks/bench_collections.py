@@ -191,7 +191,7 @@ def quality(bot: Chatbot, records: list, queries: int, seed: int) -> dict:
         print(name, results[name], flush=True)
     store.embeddings = store.embeddings.inner
     # The baseline's in-memory copy of the index is the benchmark's, not the chatbot's: drop it
-    # before latency is measured (it doubled this process's memory).
+    # before latency is measured (it doubles this process's memory).
     plain.delete_collection()
     return results
 

@@ -30,7 +30,7 @@ WEIGHTS = (0.3, 0.4, 0.5, 0.6, 0.7)
 
 
 def rrf(dense, keyword, k: int = 60) -> dict[str, float]:
-    """Reciprocal-rank fusion, equal weights (what the project used before score fusion)."""
+    """Reciprocal-rank fusion, equal weights: the rank-based alternative to score fusion."""
     fused: dict[str, float] = {}
     for hits in (dense, keyword):
         for rank, (pid, _) in enumerate(hits):

@@ -5,9 +5,9 @@ Run from the repository root:
     nice -n 10 .venv/bin/python benchmarks/bench_threads.py [--passages 64] [--runs 3]
 
 Set-ups, all on the same abstracts (the load average is printed: the machine may be shared):
-- "before": OpenBLAS with one thread per core, batches one after another (the previous code);
+- "before": OpenBLAS with one thread per core (its own default), batches one after another;
 - "blas 1": one BLAS thread, batches one after another;
-- "blas 1 + N workers": one BLAS thread, N batches at once on Python threads (the new default).
+- "blas 1 + N workers": one BLAS thread, N batches at once on Python threads (the default).
 """
 
 from __future__ import annotations
