@@ -30,9 +30,11 @@ class Document:
     source: str
     metadata: dict[str, Any] = field(default_factory=dict)
 
-    @property
+    @cached_property
     def fingerprint(self) -> str:
         """A hash of everything that ends up in the index, to detect edits."""
+        # Cached: every passage's id and metadata carry it, and hashing a large text once per
+        # passage made splitting grow with the square of the text.
         blob = json.dumps([self.doc_id, self.title, self.text, self.metadata], sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
