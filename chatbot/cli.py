@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -50,7 +51,16 @@ def _print_sources(answer, out=None) -> None:
             print(f"      {c.url}", file=out)
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, stopping an ingest the way Ctrl-C does: its child process ends, writes are kept."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise _Terminated
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
+    signal.signal(signal.SIGTERM, _terminate)
     bot = _bot(args)
     from .records import Fields
 
@@ -238,14 +248,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ChatbotError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         hint = (
             "run `chatbot ingest` again to finish (nothing is half-indexed)"
             if args.command == "ingest"
             else "stopped"
         )
         print(f"interrupted: {hint}.", file=sys.stderr)
-        return 130
+        return 128 + signal.SIGTERM if isinstance(e, _Terminated) else 130
     except BrokenPipeError:
         # `chatbot ask … | head -1`: the reader has gone; that is not an error to report.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -7,6 +7,8 @@ process. A child process embeds batch k+1 while the parent writes batch k (docs/
 The parent sends pickled lists of texts on the child's stdin and reads pickled replies from its
 stdout, one reply per request, in order. The child starts from this file with `python -m`, and
 imports only the model code (about 0.7 s), never the caller's `__main__` as multiprocessing would.
+The child dies with its parent, even one killed with SIGKILL: an orphan would go on embedding a
+batch nobody reads, on a core the next ingest needs.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -49,14 +53,18 @@ class EmbeddingProcess:
     """all-MiniLM-L6-v2 in a child process; `submit` returns a Future of the vectors."""
 
     def __init__(self, model_dir: Path, threads: int) -> None:
-        """Start the child; it loads the model while the caller prepares the first batch."""
+        """Start the child; it loads the model while the caller prepares the first batch.
+
+        On Linux the child ends with the thread that starts it, so start it on a thread that
+        outlives the work (the caller's own, as `ingest.sync` does).
+        """
         env = dict(os.environ)
         # The child must import this package even when it is not installed (a source checkout).
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         try:
             self._child = subprocess.Popen(
-                [sys.executable, "-m", __name__, str(model_dir), str(threads)],
+                [sys.executable, "-m", __name__, str(model_dir), str(threads), str(os.getpid())],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=env,
@@ -109,7 +117,32 @@ class EmbeddingProcess:
         self._child.stdout.close()
 
 
-def _serve(model_dir: str, threads: int) -> int:
+# Linux's prctl(2) option: the kernel sends the child this signal when its parent dies.
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with(parent: int) -> None:
+    """Exit at once when `parent` dies, however it dies (SIGKILL included)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+            if os.getppid() != parent:  # it died before the request took effect
+                os._exit(1)
+            return
+    # Elsewhere a thread watches for the parent to go: the child is then adopted by another.
+    threading.Thread(target=_watch, args=(parent,), name="parent-watch", daemon=True).start()
+
+
+def _watch(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.25)
+    os._exit(1)
+
+
+def _serve(model_dir: str, threads: int, parent: int) -> int:
+    _die_with(parent)
     # Ctrl-C reaches the whole process group; the parent decides what happens, then closes us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     requests, replies = sys.stdin.buffer, sys.stdout.buffer
@@ -142,4 +175,4 @@ def _serve(model_dir: str, threads: int) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_serve(sys.argv[1], int(sys.argv[2])))
+    sys.exit(_serve(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
