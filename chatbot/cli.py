@@ -59,6 +59,21 @@ def _terminate(signum: int, frame: Any) -> None:
     raise _Terminated
 
 
+def _print_stream(stream) -> None:
+    """Print the answer as it arrives, then its sources; a failure ends the line it cut off."""
+    printed = False
+    try:
+        for piece in stream:
+            print(piece, end="", flush=True)
+            printed = True
+    except ChatbotError:
+        if printed:
+            print(flush=True)  # the error line then stands on its own
+        raise
+    print()
+    _print_sources(stream.answer)
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     bot = _bot(args)
@@ -89,11 +104,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         answer = bot.ask(args.question, k=args.k, where=where)
         print(json.dumps(answer.to_dict(), ensure_ascii=False, indent=2))
         return 0
-    stream = bot.stream(args.question, k=args.k, where=where)
-    for piece in stream:
-        print(piece, end="", flush=True)
-    print()
-    _print_sources(stream.answer)
+    _print_stream(bot.stream(args.question, k=args.k, where=where))
     return 0
 
 
@@ -145,10 +156,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
             continue
         try:
             stream = bot.stream(question, history)
-            for piece in stream:
-                print(piece, end="", flush=True)
-            print()
-            _print_sources(stream.answer)
+            _print_stream(stream)
             print()
         except ChatbotError as e:
             # One bad question should not end the conversation.

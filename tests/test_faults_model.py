@@ -1,0 +1,157 @@
+"""Faults at the model, the input and the options: each is one clear error, never a wrong answer.
+
+A cut-off model stream is an error in the library, the CLI and the web UI; invalid UTF-8 input is
+decoded or refused without ending a chat; out-of-range `k` and `--where` values are named with
+what is allowed; user and document text cannot close the prompt's tags.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from chatbot import Chatbot, web
+from chatbot.errors import ModelError
+
+from .helpers import run_cli
+from .test_llm import ANSWER, FAKE_KEY, QUESTION, FakeOpenAI, real
+from .test_web import ask, bot_texts, browser, free_port, needs_chromium, page  # noqa: F401
+
+CUT = ANSWER[:21]  # the three 7-character chunks the server sends before it closes
+
+
+@pytest.fixture(scope="module")
+def openai_server() -> Iterator[FakeOpenAI]:
+    fake = FakeOpenAI()
+    yield fake
+    fake.httpd.shutdown()
+    fake.httpd.server_close()
+
+
+@pytest.fixture
+def fake(openai_server, monkeypatch) -> FakeOpenAI:
+    """The running OpenAI-protocol server, with no script and no recorded requests."""
+    from chatbot import llm
+
+    openai_server.reset()
+    monkeypatch.setattr(llm, "BACKOFF", 0.01)
+    return openai_server
+
+
+def model_env(fake: FakeOpenAI) -> dict[str, str]:
+    return {"OPENAI_BASE_URL": fake.url, "OPENAI_API_KEY": FAKE_KEY, "CHATBOT_MODEL": "test-model"}
+
+
+# -- 6: a stream that stops early is not an answer ---------------------------------------------
+
+
+def test_a_stream_closed_without_its_end_is_a_model_error_not_an_answer(fake, built_index):
+    fake.script = [{"cut_after": 3}]
+    stream = Chatbot(real(built_index, fake.url)).stream(QUESTION)
+    pieces: list[str] = []
+    with pytest.raises(ModelError, match="stopped in the middle of the answer") as info:
+        for piece in stream:
+            pieces.append(piece)
+    assert "".join(pieces) == CUT, "what arrived reaches the caller before the error"
+    assert stream.answer is None, "a cut-off stream must not leave an answer behind"
+    assert fake.url in str(info.value) and "ask again" in str(info.value), info.value
+    assert len(fake.requests) == 1, "after the first token, trying again would repeat the text"
+
+    fake.reset()
+    fake.script = [{"cut_after": 3}]
+    with pytest.raises(ModelError, match="stopped in the middle of the answer"):
+        Chatbot(real(built_index, fake.url)).ask(QUESTION)
+
+
+def test_a_stream_closed_before_its_first_token_is_tried_again(fake, built_index):
+    fake.script = [{"cut_after": 0}]
+    answer = Chatbot(real(built_index, fake.url)).ask(QUESTION)
+    assert answer.text == ANSWER, "the second try's whole answer is the answer"
+    assert len(fake.requests) == 2
+
+
+@pytest.mark.parametrize(
+    "reply", [{"finish_reason": None}, {"done": False}], ids=["done-only", "finish-only"]
+)
+def test_a_stream_ended_by_done_or_by_a_finish_reason_alone_is_whole(fake, built_index, reply):
+    fake.script = [reply]
+    answer = Chatbot(real(built_index, fake.url)).ask(QUESTION)
+    assert answer.text == ANSWER and len(fake.requests) == 1, "either end marker is enough"
+
+
+def test_an_answer_cut_at_the_token_limit_says_so(fake, built_index):
+    fake.script = [{"finish_reason": "length"}]
+    bot = Chatbot(real(built_index, fake.url, max_answer_tokens=64))
+    with pytest.raises(ModelError, match="token limit") as info:
+        bot.ask(QUESTION)
+    assert "64 tokens" in str(info.value) and "CHATBOT_MAX_ANSWER_TOKENS" in str(info.value)
+
+    # The condense step is a plain (non-streamed) reply: a cut question is not used either.
+    fake.reset()
+    fake.script = [{"finish_reason": "length"}]
+    history = [{"role": "user", "content": "Tell me about optimal transport."}]
+    with pytest.raises(ModelError, match="token limit"):
+        bot.ask("And what is it used for?", history)
+    assert len(fake.requests) == 1, "no answer is asked for with a cut-off standalone question"
+
+
+def test_cli_ask_with_a_cut_stream_exits_non_zero_with_one_line_and_no_sources(fake, built_index):
+    fake.script = [{"cut_after": 3}]
+    result = run_cli(built_index, "ask", QUESTION, timeout=60, **model_env(fake))
+    assert result.returncode == 1, (result.returncode, result.stdout, result.stderr)
+    assert result.stderr.startswith("error: The model server at"), result.stderr
+    assert "stopped in the middle of the answer" in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1, f"one line, no traceback: {result.stderr!r}"
+    assert "Sources:" not in result.stdout, "a cut-off answer must not be shown as complete"
+    assert result.stdout == CUT + "\n", f"what arrived ends its line: {result.stdout!r}"
+
+
+@pytest.fixture(scope="module")
+def web_data(built_index, tmp_path_factory) -> Path:
+    """A private copy of the index, so feedback the UI might write stays in this module."""
+    target = tmp_path_factory.mktemp("faults-web") / "data"
+    shutil.copytree(built_index, target)
+    return target
+
+
+@pytest.fixture(scope="module")
+def cut_web(web_data, openai_server) -> Iterator[str]:
+    """The web UI with a real model behind the OpenAI-protocol test server."""
+    settings = real(web_data, openai_server.url, timeout=5.0)
+    port = free_port()
+    app = web.serve(Chatbot(settings), port=port, block=False)
+    yield f"http://127.0.0.1:{port}/"
+    app.close()
+
+
+@needs_chromium
+def test_web_keeps_a_cut_off_answer_visible_marked_and_never_as_an_answer(
+    page,  # noqa: F811
+    cut_web,
+    fake,
+    web_data,
+):
+    page.goto(cut_web)
+    fake.script = [{"cut_after": 3}]
+    ask(page, QUESTION)
+    shown = bot_texts(page)[0]
+    assert shown.startswith(CUT), f"the text that arrived should stay visible: {shown!r}"
+    assert "The answer was cut off:" in shown and "stopped in the middle" in shown, shown
+    assert "could not be answered" in page.locator("#sources").inner_text()
+
+    # A vote on a cut-off answer is not recorded as feedback on a complete answer.
+    page.locator("#chat").get_by_role("button", name="Like", exact=True).first.click()
+    time.sleep(1.0)
+    assert not (web_data / "feedback.jsonl").exists(), "a cut-off answer got feedback"
+
+    # The next question does not carry the cut-off text as the assistant's earlier answer.
+    fake.reset()
+    ask(page, "What does optimal transport respect?")
+    sent = json.dumps(fake.bodies)
+    assert CUT not in sent, "the cut-off text was sent to the model as an answer"
+    assert bot_texts(page)[1] == ANSWER, bot_texts(page)
