@@ -210,9 +210,8 @@ def condense_from_prompt(prompt: str) -> str:
     question = html.unescape(question_match.group(1)).strip() if question_match else ""
     conv = _CONVERSATION.search(prompt)
     turns = conv.group(1).splitlines() if conv else []
-    last_user = next(
-        (t[len("User:") :].strip() for t in reversed(turns) if t.startswith("User:")), ""
-    )
+    users = [t[len("User:") :].strip() for t in turns if t.startswith("User:")]
+    last_user = html.unescape(users[-1]) if users else ""
     if not last_user or not (_REFERRING.search(question) or len(terms(question)) <= 1):
         return question
     return f"{question} (about: {last_user})"

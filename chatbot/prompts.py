@@ -65,17 +65,25 @@ def load_prompts(folder: Path = PROMPTS_DIR) -> Prompts:
     return Prompts(**texts)
 
 
+def escape(text: str) -> str:
+    """`text` with `<` and `>` as entities: user or document text cannot open or close a tag.
+
+    Every piece of user or document text in a prompt goes through here (passages, the question,
+    the conversation), so none can end its block early or add one of its own.
+    """
+    return text.replace("<", "&lt;").replace(">", "&gt;")
+
+
 def format_passages(passages: Sequence[Passage]) -> str:
     """Number the passages as data blocks; markup inside a passage cannot close its block."""
     blocks = []
     for n, p in enumerate(passages, 1):
         title = html.escape(p.title, quote=True)
-        body = p.text.replace("<", "&lt;").replace(">", "&gt;")
-        blocks.append(f'<passage n="{n}" title="{title}">\n{body}\n</passage>')
+        blocks.append(f'<passage n="{n}" title="{title}">\n{escape(p.text)}\n</passage>')
     return "\n".join(blocks)
 
 
 def format_history(history: Sequence[dict[str, str]]) -> str:
-    """The conversation as `User:` / `Assistant:` lines for the condense prompt."""
+    """The conversation as `User:` / `Assistant:` lines for the condense prompt, escaped."""
     names = {"user": "User", "assistant": "Assistant"}
-    return "\n".join(f"{names[m['role']]}: {m['content'].strip()}" for m in history)
+    return "\n".join(f"{names[m['role']]}: {escape(m['content'].strip())}" for m in history)

@@ -18,7 +18,7 @@ from . import citations
 from .corpus import Passage
 from .errors import ChatbotError, ModelError, QuestionError, StoreError
 from .keyword import asks_for_list
-from .prompts import NO_ANSWER, format_history, format_passages, load_prompts
+from .prompts import NO_ANSWER, escape, format_history, format_passages, load_prompts
 from .settings import DEFAULT_COLLECTION, Settings
 
 History = Sequence[dict[str, str]]
@@ -331,7 +331,7 @@ class Chatbot:
         # A long conversation loses its oldest turns first to fit the context window.
         fitted = self._fit(
             lambda _, turns: chain.first.format_messages(
-                history=format_history(turns), question=question
+                history=format_history(turns), question=escape(question)
             ),
             [],
             history,
@@ -341,7 +341,7 @@ class Chatbot:
         )
         try:
             out = chain.invoke(
-                {"history": format_history(fitted.history), "question": question},
+                {"history": format_history(fitted.history), "question": escape(question)},
                 config={"callbacks": [tracker] if tracker else []},
             )
         except ChatbotError:
@@ -357,12 +357,10 @@ class Chatbot:
         """Stream the answer; `passages` is cut down in place to those the prompt had room for."""
         from .budget import Budget
 
-        messages = [
-            HumanMessage(t["content"]) if t["role"] == "user" else AIMessage(t["content"])
-            for t in history
-        ]
+        kinds = {"user": HumanMessage, "assistant": AIMessage}
+        messages = [kinds[t["role"]](escape(t["content"])) for t in history]
         chain = self._chain("answer")
-        fixed = {"question": question, "no_answer": NO_ANSWER}
+        fixed = {"question": escape(question), "no_answer": NO_ANSWER}
         # The lowest-ranked passages go first, then the oldest turns, until the prompt fits.
         fitted = self._fit(
             lambda ps, turns: chain.first.format_messages(
