@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 from .errors import ChatbotError, ConfigError
+from .webguard import LOGIN_ATTEMPTS, LOGIN_COOLDOWN, Guard
 from .webview import (
     NO_SOURCES,
     chat_messages,
@@ -44,6 +46,11 @@ EXAMPLES = [
 # An API model mostly waits on the network, so more answers can be in flight at once.
 CONCURRENCY_OFFLINE = 4
 CONCURRENCY_API = 16
+# Gradio's login form shows nothing when a login is refused for being one too many: say it here.
+LOGIN_NOTE = (
+    f"After {LOGIN_ATTEMPTS} wrong passwords, this address must wait before the next login "
+    f"({LOGIN_COOLDOWN:.0f} s at first, twice as long after each further wrong one)."
+)
 _UNEXPECTED = (
     "Something went wrong on the server while answering. Try again; if it keeps happening, "
     "the server log says why."
@@ -293,6 +300,9 @@ def serve(
             js=JS,
             footer_links=["api"],
             run_history=False,
+            auth_message=LOGIN_NOTE if credentials else None,
+            # Every response carries the CSP, and /login is throttled (webguard.py).
+            app_kwargs={"middleware": [Middleware(Guard)]},
         )
     except OSError as e:
         # Gradio's own message talks about launch() parameters; say it in CLI terms.

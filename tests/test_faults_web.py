@@ -1,0 +1,181 @@
+"""The web UI under hostile input: documents that point at outside hosts, password guessing."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+
+from chatbot import Chatbot, Settings, web, webguard, webview
+
+from .test_web import browser, free_port, needs_chromium  # noqa: F401 (browser is a fixture)
+
+QUESTION = "How long do zeppelin hangar acoustics echo?"
+TIMEOUT_MS = 30_000
+
+
+class _Counter(BaseHTTPRequestHandler):
+    """A tracking server: answers every request with an empty PNG and remembers its path."""
+
+    hits: list[str]
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.hits.append(self.path)
+        self.send_response(200)
+        self.send_header("Content-Type", "image/png")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+@pytest.fixture
+def tracker() -> Iterator[tuple[str, list[str]]]:
+    """A request-counting server on 127.0.0.1: its base URL and the paths requested from it."""
+    hits: list[str] = []
+    handler = type("Counter", (_Counter,), {"hits": hits})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", hits
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture
+def page(browser):  # noqa: F811 (the fixture imported above)
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(TIMEOUT_MS)
+    pg = context.new_page()
+    pg.csp_errors = []
+    pg.on(
+        "console",
+        lambda m: pg.csp_errors.append(m.text) if "Content Security Policy" in m.text else None,
+    )
+    yield pg
+    context.close()
+
+
+@needs_chromium
+def test_remote_images_in_documents_and_answers_are_links_and_never_fetched(
+    page, tracker, data_dir, tmp_path
+):
+    base, hits = tracker
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "zeppelins.md").write_text(
+        "---\nid: zeppelins\ntitle: Zeppelin hangar acoustics\n---\n"
+        f"Zeppelin hangar acoustics echo for seconds ![chart]({base}/md.png) in every hangar.\n"
+        f'Zeppelin hangars reverberate <img src="{base}/html.png"> like cathedrals of sound.\n',
+        "utf-8",
+    )
+    bot = Chatbot(Settings.load(env_file=None, data_dir=data_dir))
+    assert bot.ingest([folder]).added == 1
+    answer = bot.ask(QUESTION).text
+    assert f"({base}/md.png)" in answer and "<img" in answer, f"the answer holds both: {answer}"
+    port = free_port()
+    app = web.serve(bot, port=port, block=False)
+    try:
+        response = page.goto(f"http://127.0.0.1:{port}/")
+        policy = response.headers.get("content-security-policy", "")
+        assert "img-src 'self' data: blob:;" in policy, f"no CSP limiting images: {policy!r}"
+        page.locator("#question textarea").fill(QUESTION)
+        page.locator("#question textarea").press("Enter")
+        page.wait_for_function("document.querySelector('#sources').innerText.includes('score')")
+        bubble = page.locator("#chat [data-testid='bot']").first
+        link = bubble.get_by_role("link", name="chart")
+        assert link.get_attribute("href") == f"{base}/md.png", "the image is shown as a link"
+        assert "<img" in bubble.inner_text(), "the HTML tag is shown as text"
+        assert "Zeppelin hangar acoustics" in page.locator("#sources").inner_text()
+
+        page.get_by_role("tab", name="Corpus").click()
+        page.get_by_role("combobox", name="Read a summary").click()
+        page.get_by_role("option", name="Zeppelin hangar acoustics").click()
+        page.locator("#corpus-doc").get_by_role("link", name="chart").wait_for()
+        assert not page.csp_errors, f"the app itself broke the policy: {page.csp_errors}"
+
+        # Whatever slips past the page's own escaping, the browser refuses to fetch.
+        page.evaluate(f"document.body.insertAdjacentHTML('beforeend', '<img src=\"{base}/x\">')")
+        page.wait_for_timeout(1000)
+        assert any("img-src" in e for e in page.csp_errors), "the CSP should refuse the image"
+    finally:
+        app.close()
+    assert hits == [], f"the browser fetched from the document's host: {hits}"
+
+
+HOSTILE = [
+    "![chart](http://h/a.png)",
+    "![chart][ref]\n\n[ref]: http://h/b.png",
+    "\\\\![chart](http://h/c.png)",  # an escaped backslash, then a real image
+    '<img src="http://h/d.png">',
+    '<video src="http://h/e.mp4"></video> <iframe src="http://h/f"></iframe>',
+    '<p style="background: url(http://h/g.png)">styled</p>',
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_chat_and_reader_markdown_renders_no_remote_resource(text):
+    # Rendered by a CommonMark parser with HTML on, as Gradio's Markdown does in the browser.
+    from markdown_it import MarkdownIt
+
+    turn = {"question": text, "answer": f"{text} [1]", "citations": []}
+    doc = {"title": "T", "paper": None, "url": None, "text": text}
+    shown = [m["content"] for m in webview.chat_messages([turn])]
+    for markdown in [*shown, webview.document_markdown(doc)]:
+        rendered = MarkdownIt("commonmark").render(markdown)
+        assert not re.search(r"<(img|video|iframe|p style)", rendered), rendered
+        assert "http://h/" in rendered, f"the address is still shown: {rendered}"
+
+
+def _login(page, password: str) -> int:
+    """Log in on Gradio's form as `ada`; the status of the answer to the login request."""
+    page.get_by_label("username").fill("ada")
+    page.get_by_label("password").fill(password)
+    with page.expect_response(lambda r: r.url.endswith("/login")) as response:
+        page.get_by_role("button", name="Login").click()
+    return response.value.status
+
+
+def _post_login(url: str, password: str, address: str = "127.0.0.1") -> httpx.Response:
+    """A login from another program, from `address` (any 127.x address reaches a local server)."""
+    transport = httpx.HTTPTransport(local_address=address)
+    with httpx.Client(transport=transport, timeout=10) as client:
+        return client.post(f"{url}login", data={"username": "ada", "password": password})
+
+
+@needs_chromium
+def test_password_guessing_is_refused_for_a_while_other_clients_are_not(
+    page, data_dir, monkeypatch
+):
+    monkeypatch.setattr(webguard, "LOGIN_COOLDOWN", 3.0)
+    bot = Chatbot(Settings.load(env_file=None, data_dir=data_dir))
+    port = free_port()
+    app = web.serve(bot, port=port, auth="ada:s3cret", block=False)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        page.goto(url)
+        statuses = [_login(page, f"guess{i}") for i in range(webguard.LOGIN_ATTEMPTS)]
+        locked = time.monotonic()
+        assert statuses == [400] * webguard.LOGIN_ATTEMPTS, statuses
+        assert "Incorrect" in page.locator("body").inner_text()
+        assert "wrong passwords" in page.locator("body").inner_text(), "the form says the rule"
+
+        guesses = [_post_login(url, f"again{i}") for i in range(25)]
+        assert {r.status_code for r in guesses} == {429}, "further guesses are refused unchecked"
+        assert "wait" in guesses[0].json()["detail"] and guesses[0].headers["retry-after"]
+        assert _login(page, "s3cret") == 429, "during the cool-down even the right password waits"
+
+        other = "127.0.0.2"
+        assert _post_login(url, "nope", other).status_code == 400, "another client is not locked"
+        assert _post_login(url, "s3cret", other).status_code == 200
+
+        time.sleep(max(0.0, locked + webguard.LOGIN_COOLDOWN + 0.2 - time.monotonic()))
+        assert _login(page, "s3cret") == 200, "after the cool-down the right password works"
+        page.locator("#question textarea").wait_for()
+    finally:
+        app.close()
