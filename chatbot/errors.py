@@ -29,3 +29,7 @@ class EmbeddingError(ChatbotError):
 
 class ModelError(ChatbotError):
     """The language model failed to give a usable answer."""
+
+
+class KeywordIndexError(StoreError):
+    """The keyword index on disk cannot be read; it is rebuilt from the store."""

@@ -6,9 +6,14 @@ import json
 import os
 import re
 import shutil
+import time
+import uuid
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
+
+from .errors import KeywordIndexError
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*|\d+(?:\.\d+)?")
 # A short English stop list plus question words, which say nothing about the topic.
@@ -73,32 +78,42 @@ class KeywordIndex:
         return cls(retriever, list(ids), revision)
 
     def save(self, folder: Path) -> None:
-        """Write atomically: a half-written index must never be loaded."""
-        tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+        """Publish the index in `folder` atomically, also against other processes saving it.
+
+        The arrays go to a fresh sub-folder; then `ids.json`, which names that sub-folder, is
+        replaced in one step. A reader sees the old index or the new one, never half of each.
+        """
+        folder.mkdir(parents=True, exist_ok=True)
+        name = uuid.uuid4().hex
+        work = folder / f"{_TMP}{name}"
+        work.mkdir()
         if self.ids:
-            self._retriever.save(str(tmp), show_progress=False)
-        (tmp / "ids.json").write_text(json.dumps({"revision": self.revision, "ids": self.ids}))
-        old = folder.with_name(folder.name + f".old{os.getpid()}")
-        if folder.exists():
-            folder.rename(old)
-        tmp.rename(folder)
-        shutil.rmtree(old, ignore_errors=True)
+            self._retriever.save(str(work), show_progress=False)
+        work.rename(folder / name)
+        meta = {"revision": self.revision, "ids": self.ids, "dir": name}
+        pointer = folder / f"{_TMP}{name}.json"
+        pointer.write_text(json.dumps(meta))
+        os.replace(pointer, folder / IDS)
+        _prune(folder, keep=name)
 
     @classmethod
     def load(cls, folder: Path, revision: str) -> KeywordIndex | None:
-        """The saved index if it matches `revision`, else None (the caller rebuilds it)."""
-        import bm25s
+        """The saved index if it matches `revision`; None if there is none or it is stale.
 
-        try:
-            meta = json.loads((folder / "ids.json").read_text())
-        except (OSError, ValueError):
-            return None
-        if meta.get("revision") != revision:
-            return None
-        retriever = bm25s.BM25.load(str(folder), show_progress=False) if meta["ids"] else None
-        return cls(retriever, meta["ids"], revision)
+        Raises KeywordIndexError when the saved index cannot be read (the caller rebuilds it).
+        """
+        for _ in range(3):
+            meta = _read_ids(folder)
+            if meta is None or meta.get("revision") != revision:
+                return None
+            try:
+                return cls(_load_bm25(folder / meta.get("dir", ""), meta), meta["ids"], revision)
+            except Exception as e:
+                # Another process may have published a newer index and pruned this one.
+                if _read_ids(folder) != meta:
+                    continue
+                raise KeywordIndexError(f"The keyword index in {folder} is damaged ({e})") from e
+        return None
 
     def search(self, query: str, n: int) -> list[tuple[str, float]]:
         """Up to `n` (passage id, BM25 score) pairs with a positive score, best first."""
@@ -107,3 +122,78 @@ class KeywordIndex:
             return []
         docs, scores = self._retriever.retrieve([q], k=min(n, len(self.ids)), show_progress=False)
         return [(self.ids[d], float(s)) for d, s in zip(docs[0], scores[0]) if s > 0]
+
+
+# Sub-folders and files being written start with this; nothing reads them.
+_TMP = ".tmp-"
+IDS = "ids.json"
+# Another process's sub-folder or file younger than this (seconds) may be about to be published.
+_KEEP_RECENT = 60.0
+_KEEP_UNFINISHED = 3600.0
+
+
+def _read_ids(folder: Path) -> dict[str, Any] | None:
+    """The contents of ids.json; None when no index has been saved in `folder`."""
+    path = folder / IDS
+    try:
+        if not path.exists() and not any(not e.name.startswith(_TMP) for e in folder.iterdir()):
+            return None
+        meta = json.loads(path.read_text("utf-8"))
+        if not isinstance(meta, dict) or not isinstance(meta.get("ids"), list):
+            raise ValueError("not a list of passage ids")
+        if not isinstance(meta.get("dir", ""), str) or "/" in meta.get("dir", ""):
+            raise ValueError("not a sub-folder name")
+    except FileNotFoundError:
+        if not folder.is_dir():
+            return None
+        raise KeywordIndexError(
+            f"The keyword index in {folder} is damaged ({IDS} is missing)"
+        ) from None
+    except (OSError, ValueError) as e:
+        raise KeywordIndexError(f"The keyword index in {folder} is damaged ({IDS}: {e})") from e
+    return meta
+
+
+def _load_bm25(path: Path, meta: dict[str, Any]):
+    """The bm25s retriever saved in `path`, checked against the ids it should index."""
+    import bm25s
+    import numpy as np
+
+    if not meta["ids"]:
+        return None
+    retriever = bm25s.BM25.load(str(path), show_progress=False)
+    scores = retriever.scores
+    data, indices, indptr = scores["data"], scores["indices"], scores["indptr"]
+    ok = (
+        scores["num_docs"] == len(meta["ids"])
+        and len(indptr) > 0
+        and indptr[-1] == len(data) == len(indices)
+        and bool(np.all(np.diff(indptr) >= 0))
+        and (not len(indices) or 0 <= indices.min() <= indices.max() < len(meta["ids"]))
+        and all(isinstance(v, int) and 0 <= v < len(indptr) for v in retriever.vocab_dict.values())
+    )
+    if not ok:
+        raise ValueError("its arrays do not match its passage ids")
+    return retriever
+
+
+def _prune(folder: Path, keep: str) -> None:
+    """Delete superseded sub-folders and files (older versions kept their files in `folder`)."""
+    try:
+        current = (_read_ids(folder) or {}).get("dir")
+    except KeywordIndexError:
+        current = None
+    now = time.time()
+    for entry in folder.iterdir():
+        if entry.name in (keep, current, IDS):
+            continue
+        try:
+            age = now - entry.stat().st_mtime
+        except OSError:
+            continue  # another process deleted it
+        if age < (_KEEP_UNFINISHED if entry.name.startswith(_TMP) else _KEEP_RECENT):
+            continue
+        if entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)

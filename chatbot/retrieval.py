@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, replace
 
 from .corpus import Passage
+from .errors import KeywordIndexError
 from .keyword import KeywordIndex, terms
 from .store import Store
 
@@ -13,6 +15,8 @@ from .store import Store
 # benchmark: docs/benchmarks.md shows the sweep (0.6 would be a little better on titles).
 KEYWORD_WEIGHT = 0.5
 COVERAGE_WEIGHT = 0.25
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -56,7 +60,12 @@ class Retriever:
         with self._lock:
             if self._keyword is not None and self._keyword.revision == revision:
                 return self._keyword
-            index = KeywordIndex.load(self._keyword_dir, revision)
+            try:
+                index = KeywordIndex.load(self._keyword_dir, revision)
+            except KeywordIndexError as e:
+                # The store holds every passage: the keyword index can always be made again.
+                log.warning("%s: rebuilding it from the store.", e)
+                index = None
             if index is None:
                 index = self.rebuild_keyword_index(revision)
             self._keyword = index
@@ -68,7 +77,16 @@ class Retriever:
         ids, texts, metas = self.store.all_passages()
         searchable = [f"{(m or {}).get('title', '')}\n{t}" for t, m in zip(texts, metas)]
         index = KeywordIndex.build(ids, searchable, revision)
-        index.save(self._keyword_dir)
+        try:
+            index.save(self._keyword_dir)
+        except OSError as e:
+            # Searching works from memory; only the next process pays for the rebuild again.
+            log.warning(
+                "Cannot save the keyword index in %s (%s): it is rebuilt on each start until "
+                "that folder is writable.",
+                self._keyword_dir,
+                e.strerror or e,
+            )
         self._keyword = index
         return index
 
