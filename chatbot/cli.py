@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from .errors import ChatbotError
+
+_UNDECODED = re.compile("[\ud800-\udfff]+")
 
 
 def _settings(args: argparse.Namespace):
@@ -91,26 +94,37 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 1 if report.problems else 0
 
 
+def _text(value: str, what: str) -> str:
+    """`value` from the command line or stdin, each run of bytes that are not UTF-8 as one �."""
+    # Python keeps undecodable input bytes as lone surrogates, which no tokenizer accepts.
+    fixed = _UNDECODED.sub("\ufffd", value)
+    if fixed != value:
+        warning = f"warning: {what} held bytes that are not UTF-8; each run is shown as �."
+        print(warning, file=sys.stderr)
+    return fixed
+
+
 def _where(args: argparse.Namespace) -> dict | None:
     from .records import parse_where
 
-    return parse_where(args.where)
+    return parse_where([_text(c, "--where") for c in args.where] if args.where else None)
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
     where = _where(args)
+    question = _text(args.question, "the question")
     bot = _bot(args)
     if args.json:
-        answer = bot.ask(args.question, k=args.k, where=where)
+        answer = bot.ask(question, k=args.k, where=where)
         print(json.dumps(answer.to_dict(), ensure_ascii=False, indent=2))
         return 0
-    _print_stream(bot.stream(args.question, k=args.k, where=where))
+    _print_stream(bot.stream(question, k=args.k, where=where))
     return 0
 
 
 def cmd_retrieve(args: argparse.Namespace) -> int:
     where = _where(args)
-    passages = _bot(args).retrieve(args.query, k=args.k, where=where)
+    passages = _bot(args).retrieve(_text(args.query, "the query"), k=args.k, where=where)
     if args.json:
         keys = ("doc_id", "title", "score", "text", "metadata")
         rows = [{key: getattr(p, key) for key in keys} for p in passages]
@@ -142,6 +156,9 @@ def cmd_chat(args: argparse.Namespace) -> int:
     bot = _bot(args)
     history: list[dict[str, str]] = []
     interactive = sys.stdin.isatty()
+    if hasattr(sys.stdin, "reconfigure"):
+        # A line that is not UTF-8 is read with its bad bytes marked, not the end of the chat.
+        sys.stdin.reconfigure(errors="surrogateescape")
     if interactive:
         label = bot.settings.model_label
         print(f"Ask about the ICML 2025 papers ({label}). Empty line or Ctrl-D quits.")
@@ -154,6 +171,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
             if interactive:
                 break
             continue
+        question = _text(question, "the line")
         try:
             stream = bot.stream(question, history)
             _print_stream(stream)

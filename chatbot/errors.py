@@ -33,3 +33,7 @@ class ModelError(ChatbotError):
 
 class KeywordIndexError(StoreError):
     """The keyword index on disk cannot be read; it is rebuilt from the store."""
+
+
+class OptionError(ConfigError, ValueError):
+    """An option of a question or search (`k`, a `where` filter) is out of range or malformed."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -22,6 +23,8 @@ from .prompts import NO_ANSWER, escape, format_history, format_passages, load_pr
 from .settings import DEFAULT_COLLECTION, Settings
 
 History = Sequence[dict[str, str]]
+# Lone surrogates: how Python keeps the bytes of input that was not valid UTF-8.
+_UNDECODED = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -195,7 +198,7 @@ class Chatbot:
         self, question: str, k: int | None = None, where: dict | None = None
     ) -> list[Passage]:
         """The `k` passages that best match `question`, best first."""
-        self._check(question, [])
+        self._check(question, [], k, where)
         self.ensure_index()
         return self.retriever.search(question, k, where).passages
 
@@ -224,7 +227,7 @@ class Chatbot:
     ) -> AnswerStream:
         """Answer `question` piece by piece; the stream's `.answer` is set when it ends."""
         history = list(history or [])
-        self._check(question, history)
+        self._check(question, history, k, where)
         self.ensure_index()
         from .llm import UsageTracker
 
@@ -289,7 +292,9 @@ class Chatbot:
             return Fitted(list(passages), list(history), 0, 0, 0)
         return fit(render, passages, history, budget, **kwargs)
 
-    def _check(self, question: str, history: History) -> None:
+    def _check(self, question: str, history: History, k=None, where=None) -> None:
+        from .options import check_k, check_where
+
         if not isinstance(question, str) or not question.strip():
             raise QuestionError("The question is empty: type a question about the papers.")
         limit = self.settings.max_question_chars
@@ -307,6 +312,14 @@ class Chatbot:
                 raise QuestionError(
                     'Each history turn must be {"role": "user" or "assistant", "content": str}.'
                 )
+        for text in (question, *(turn["content"] for turn in history)):
+            if bad := _UNDECODED.search(text):
+                raise QuestionError(
+                    f"The text holds a byte that is not UTF-8 (at character {bad.start() + 1}): "
+                    "decode the input as UTF-8, replacing what cannot be decoded."
+                )
+        check_k(k)
+        check_where(where)
 
     def _chain(self, name: str):
         prompts = load_prompts()

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from .corpus import Passage
 from .errors import KeywordIndexError
 from .keyword import KeywordIndex, terms
+from .options import check_k, check_where, explain_no_match
 from .store import Store
 
 # The keyword side's share of the fused score. Equal weights, deliberately not tuned on any
@@ -92,7 +93,9 @@ class Retriever:
 
     def search(self, query: str, k: int | None = None, where: dict | None = None) -> Retrieval:
         """The `k` best passages for `query`: dense and BM25 results fused by `fuse`."""
-        k = k or self.settings.top_k
+        check_k(k)
+        check_where(where)
+        k = self.settings.top_k if k is None else k
         depth = max(4 * k, 20)
         vector = self.store.embeddings.embed_query(query)
         # Ids and distances only: the text of the few passages kept is fetched after fusion.
@@ -103,6 +106,9 @@ class Retriever:
             allowed = self.store.get([i for i, _ in keyword], where=where)
             keyword = [(i, s) for i, s in keyword if i in allowed]
             by_id.update(allowed)
+        if where and not dense and not keyword:
+            # A filter that matches nothing is most often a typo: say which field or kind is off.
+            explain_no_match(where, self.store.collection.get(include=["metadatas"])["metadatas"])
         fused = fuse(dense, keyword)
         top = sorted(fused, key=lambda pid: (-fused[pid], pid))[:k]
         missing = [pid for pid in top if pid not in by_id]

@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from . import chroma_dir
 from .corpus import Passage
-from .errors import ConfigError, StoreError
+from .errors import ConfigError, StoreDamagedError, StoreError
 from .settings import Settings
 
 # Metadata keys the chatbot writes on every passage; a document's own keys may not overwrite them.
@@ -137,31 +138,48 @@ class Store:
         self.embeddings = embeddings or make_embeddings(settings)
         # Every use of the store embeds: load the model while chromadb is being imported.
         getattr(self.embeddings, "load_in_background", lambda: None)()
-        from langchain_chroma import Chroma
-
-        self.client = _client(settings)
         name = embedding_name(self.embeddings)
         try:
+            built_with = self._open(name, rebuild)
+        except StoreDamagedError:
+            if not rebuild:
+                raise
+            # A rebuild replaces every passage anyway; the damaged files are kept, renamed.
+            chroma_dir.move_aside(settings)
+            built_with = self._open(name, rebuild)
+        if not rebuild and built_with and built_with != name:
+            raise ConfigError(
+                f"Collection {settings.collection!r} was built with embeddings {built_with!r}, not "
+                f"{name!r}: run `chatbot ingest --rebuild`, or pick another CHATBOT_COLLECTION."
+            )
+        self.cache = EmbeddingCache(settings.data_dir / "embedding-cache.sqlite", self.embeddings)
+
+    def _open(self, name: str, rebuild: bool) -> str | None:
+        """Open the collection (emptied for a rebuild); return the embeddings it was built with."""
+        from langchain_chroma import Chroma
+
+        self.client = _client(self.settings)
+        try:
             self.vs = Chroma(
-                collection_name=settings.collection,
+                collection_name=self.settings.collection,
                 embedding_function=self.embeddings,
                 client=self.client,
                 collection_configuration={"hnsw": {"space": "cosine"}},
                 collection_metadata={"embedding_model": name},
             )
             built_with = (self.collection.metadata or {}).get("embedding_model")
-        except Exception as e:
+            if rebuild:
+                self.reset()
+        except BaseException as e:  # a panic in Chroma's Rust core is a BaseException
+            error = chroma_dir.translate(e, self.settings)
+            if error is not None:
+                raise error from e
+            if not isinstance(e, Exception):
+                raise
             raise StoreError(
-                f"Cannot open the Chroma collection {settings.collection!r}: {e}"
+                f"Cannot open the Chroma collection {self.settings.collection!r}: {e}"
             ) from e
-        if rebuild:
-            self.reset()
-        elif built_with and built_with != name:
-            raise ConfigError(
-                f"Collection {settings.collection!r} was built with embeddings {built_with!r}, not "
-                f"{name!r}: run `chatbot ingest --rebuild`, or pick another CHATBOT_COLLECTION."
-            )
-        self.cache = EmbeddingCache(settings.data_dir / "embedding-cache.sqlite", self.embeddings)
+        return built_with
 
     @property
     def collection(self):
@@ -312,6 +330,4 @@ def _client(settings: Settings):
                 "`chroma run --path DIR --host 127.0.0.1 --port 8000`, or unset CHATBOT_CHROMA_URL "
                 "to use the embedded store."
             ) from e
-    path = settings.data_dir / "chroma"
-    path.mkdir(parents=True, exist_ok=True)
-    return chromadb.PersistentClient(path=str(path), settings=chroma_settings)
+    return chroma_dir.open_client(settings, chroma_settings)

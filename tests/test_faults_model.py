@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from chatbot import Chatbot, web
-from chatbot.errors import ModelError
+from chatbot.errors import ChatbotError, ModelError
 
-from .helpers import run_cli
+from .helpers import cli_env, run_cli
 from .test_llm import ANSWER, FAKE_KEY, QUESTION, FakeOpenAI, real, user_prompt
 from .test_web import ask, bot_texts, browser, free_port, needs_chromium, page  # noqa: F401
 
@@ -204,3 +206,139 @@ def test_the_offline_model_reads_escaped_text_as_written(bot):
         "What is it used for?", [{"role": "user", "content": "Tell me about <optimal transport>"}]
     )
     assert "&lt;" not in follow.standalone_question, follow.standalone_question
+
+
+# -- 7: input that is not UTF-8 ----------------------------------------------------------------
+
+BAD_QUESTION = b"what is \xff\xfe social choice"
+
+
+def run_bytes(data_dir: Path, *args: bytes | str, stdin: bytes | None = None, **env: str):
+    """`chatbot ARGS` in a new process, with raw bytes for arguments and stdin."""
+    return subprocess.run(
+        [sys.executable, "-m", "chatbot", *args],
+        cwd=Path(__file__).resolve().parent.parent,
+        env=cli_env(data_dir, **env),
+        input=stdin,
+        capture_output=True,
+        timeout=120,
+    )
+
+
+def test_ask_with_bytes_that_are_not_utf8_answers_and_warns(built_index):
+    result = run_bytes(built_index, "ask", BAD_QUESTION)
+    out, err = result.stdout.decode(), result.stderr.decode()
+    assert result.returncode == 0, err
+    assert "Generative Social Choice" in out and "Sources:" in out, out
+    assert err.count("\n") == 1 and "not UTF-8" in err and "unexpected" not in err, err
+
+
+@pytest.mark.parametrize("encoding", ["", "utf-8:strict"], ids=["locale", "strict-stdin"])
+def test_chat_survives_a_line_that_is_not_utf8(built_index, encoding):
+    lines = b"what is social choice\n" + BAD_QUESTION + b"\nwhat is optimal transport used for\n"
+    env = {"PYTHONIOENCODING": encoding} if encoding else {}
+    result = run_bytes(built_index, "chat", stdin=lines, **env)
+    out, err = result.stdout.decode(), result.stderr.decode()
+    assert result.returncode == 0, err
+    assert "unexpected" not in err, err
+    assert out.count("Sources:") == 3, f"each of the three lines should be answered: {out}"
+    assert "Optimal Transport" in out.rsplit("Sources:", 1)[1], (
+        "the chat went on after the bad line"
+    )
+
+
+def test_the_library_refuses_undecoded_text_with_a_question_error(bot):
+    from chatbot.errors import QuestionError
+
+    with pytest.raises(QuestionError, match="not UTF-8"):
+        bot.ask("what is \udcff\udcfe social choice")
+    with pytest.raises(QuestionError, match="not UTF-8"):
+        bot.ask("what is it?", [{"role": "user", "content": "social \udcff choice"}])
+
+
+# -- 10: out-of-range options ------------------------------------------------------------------
+
+ABSTRACTS = (
+    Path(__file__).resolve().parents[2] / "shared" / "data" / "icml_2020_2023_abstracts.jsonl"
+)
+
+
+@pytest.fixture(scope="module")
+def years(tmp_path_factory) -> Path:
+    """A data directory whose collection 'years' has records with a numeric `year` field."""
+    from chatbot import Settings
+    from chatbot.records import Fields
+
+    if not ABSTRACTS.is_file():
+        pytest.skip(f"{ABSTRACTS} is not there (the shared data folder is needed)")
+    picked: dict[int, list[str]] = {}
+    with ABSTRACTS.open(encoding="utf-8") as f:
+        for line in f:
+            record = json.loads(line)
+            if len(picked.setdefault(record["year"], [])) < 3:
+                picked[record["year"]].append(line.strip())
+    folder = tmp_path_factory.mktemp("years")
+    path = folder / "abstracts.jsonl"
+    path.write_text("\n".join(x for group in picked.values() for x in group) + "\n")
+    bot = Chatbot(Settings.load(env_file=None, data_dir=folder / "data", collection="years"))
+    bot.ingest([path], fields=Fields(id="id", title="", text="title"))
+    return folder / "data"
+
+
+def cli(capsys, data_dir: Path, *args: str) -> tuple[int, str, str]:
+    from chatbot.cli import main
+
+    code = main(["--data-dir", str(data_dir), "--collection", "years", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize("k", ["0", "-1", str(10**20)])
+def test_k_out_of_range_is_one_line_naming_the_range(years, capsys, k):
+    for command in ("retrieve", "ask"):
+        code, out, err = cli(capsys, years, command, "learning", "-k", k)
+        assert code == 1 and not out, f"{command} -k {k} should fail: {out}"
+        assert err.count("\n") == 1 and "from 1 to 100" in err, err
+
+
+def test_the_library_checks_k_too(years):
+    from chatbot import Settings
+
+    bot = Chatbot(Settings.load(env_file=None, data_dir=years, collection="years"))
+    for k in (0, -1, 10**20, 2.5, True):
+        with pytest.raises(ChatbotError, match="from 1 to 100"):
+            bot.ask("learning", k=k)
+        with pytest.raises(ChatbotError, match="from 1 to 100"):
+            bot.retrieve("learning", k=k)
+    assert len(bot.retrieve("learning", k=3)) == 3
+
+
+@pytest.mark.parametrize(
+    ("condition", "says"),
+    [
+        ("year=>2023", "starts with an operator; write KEY=VALUE"),
+        ("nosuchkey=1", "No document has the field 'nosuchkey'"),
+        ("year>=abc", ">= on 'year' compares numbers"),
+        ("year=nan", "The field 'year' holds numbers"),
+        ('year="2021"', "The field 'year' holds numbers"),
+        ("year=1e999", "finite number"),
+        ("year=99999999999999999999", "out of range"),
+    ],
+)
+def test_a_bad_where_is_one_line_naming_what_is_allowed(years, capsys, condition, says):
+    for command in ("retrieve", "ask"):
+        code, out, err = cli(capsys, years, command, "learning", "--where", condition)
+        assert code == 1 and not out, f"{command} --where {condition} should fail: {out}"
+        assert err.count("\n") == 1 and says in err and "unexpected" not in err, err
+
+
+def test_a_good_where_still_filters_and_the_library_explains_a_bad_one(years, capsys):
+    code, out, _ = cli(capsys, years, "retrieve", "learning", "--where", "year>=2022", "--json")
+    assert code == 0 and {r["metadata"]["year"] for r in json.loads(out)} <= {2022, 2023}
+    from chatbot import Settings
+
+    bot = Chatbot(Settings.load(env_file=None, data_dir=years, collection="years"))
+    with pytest.raises(ChatbotError, match="No document has the field 'venu'"):
+        bot.retrieve("learning", where={"venu": "ICML"})
+    with pytest.raises(ChatbotError, match="finite number"):
+        bot.ask("learning", where={"year": float("nan")})

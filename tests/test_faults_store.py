@@ -1,9 +1,10 @@
-"""A damaged or concurrently rebuilt keyword index: repaired from the store, with one warning."""
+"""A damaged, concurrently rebuilt or read-only index: repaired, or one line saying what to do."""
 
 from __future__ import annotations
 
 import json
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -121,3 +122,90 @@ def test_three_processes_rebuilding_the_keyword_index_at_once_never_fail(data_di
         assert not err.strip(), f"nothing should be reported:\n{err}"
     result = run_cli(data_dir, "ask", QUESTION, "--json")
     assert SOURCE in _cited(result) and not result.stderr, result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", ["truncate", "garbage"])
+def test_a_damaged_chroma_database_is_named_and_ingest_rebuild_recovers(data_dir, damage):
+    db = data_dir / "chroma" / "chroma.sqlite3"
+    if damage == "truncate":
+        with db.open("r+b") as f:
+            f.truncate(db.stat().st_size // 2)
+    else:
+        _garbage(db)
+    damaged = db.read_bytes()
+
+    asked = run_cli(data_dir, "ask", QUESTION)
+    assert asked.returncode != 0, "a damaged store cannot answer"
+    assert asked.stderr.count("\n") == 1, f"one line, not a traceback: {asked.stderr}"
+    assert str(db) in asked.stderr and "chatbot ingest --rebuild" in asked.stderr, asked.stderr
+    assert "unexpected" not in asked.stderr, asked.stderr
+
+    rebuilt = run_cli(data_dir, "ingest", "--rebuild", "--quiet")
+    assert rebuilt.returncode == 0, f"ingest --rebuild should work anyway: {rebuilt.stderr}"
+    assert "20 added" in rebuilt.stdout, rebuilt.stdout
+    kept = [p for p in data_dir.iterdir() if p.name.startswith("chroma.broken-")]
+    assert len(kept) == 1, f"the damaged store is kept aside: {sorted(data_dir.iterdir())}"
+    assert (kept[0] / "chroma.sqlite3").read_bytes() == damaged, "the damaged store is kept"
+    assert str(kept[0]) in rebuilt.stderr, f"ingest says where it went: {rebuilt.stderr}"
+    assert SOURCE in _cited(run_cli(data_dir, "ask", QUESTION, "--json"))
+
+
+def test_an_emptied_chroma_database_is_not_silently_replaced_by_a_new_one(data_dir):
+    db = data_dir / "chroma" / "chroma.sqlite3"
+    _truncate(db)
+
+    result = run_cli(data_dir, "info")
+
+    assert result.returncode != 0, f"an empty store next to its vectors is damage: {result.stdout}"
+    assert str(db) in result.stderr and "chatbot ingest --rebuild" in result.stderr
+    assert db.stat().st_size == 0, "nothing is written over the evidence"
+
+
+_READ_ONLY = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"'
+
+
+def _read_only_cli(folder: Path, data_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    """Run `chatbot ARGS` with `folder` mounted read-only, for this process only (binds root)."""
+    command = ["unshare", "-m", "sh", "-c", _READ_ONLY, "sh", str(folder)]
+    return subprocess.run(
+        [*command, sys.executable, "-m", "chatbot", *args],
+        cwd=ROOT,
+        env=cli_env(data_dir),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def read_only_mounts(tmp_path_factory) -> None:
+    """Skip unless a private read-only bind mount can be made here (root in a namespace)."""
+    folder = tmp_path_factory.mktemp("ro-probe")
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare (util-linux) is not installed")
+    probe = ["unshare", "-m", "sh", "-c", _READ_ONLY, "sh", str(folder), "touch", str(folder / "x")]
+    done = subprocess.run(probe, capture_output=True, text=True)
+    if "Read-only file system" not in done.stderr:
+        pytest.skip(f"cannot make a private read-only mount here: {done.stderr.strip()}")
+
+
+def test_a_read_only_data_directory_gives_one_line_naming_it(read_only_mounts, data_dir):
+    for command in (["info"], ["ask", QUESTION]):
+        result = _read_only_cli(data_dir, data_dir, *command)
+        assert result.returncode != 0, result.stdout
+        assert result.stderr.count("\n") == 1, f"one line, not a traceback: {result.stderr}"
+        assert str(data_dir) in result.stderr and "writable" in result.stderr, result.stderr
+        assert "unexpected" not in result.stderr, result.stderr
+
+
+def test_a_read_only_stale_keyword_index_is_rebuilt_in_memory(read_only_mounts, data_dir):
+    ids = _keyword_folder(data_dir) / "ids.json"
+    ids.write_text(json.dumps({**json.loads(ids.read_text()), "revision": "older"}))
+
+    result = _read_only_cli(data_dir / "bm25", data_dir, "ask", QUESTION, "--json")
+
+    assert SOURCE in _cited(result), "reading works when only the keyword index is read-only"
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and str(_keyword_folder(data_dir)) in lines[0], result.stderr
+    assert "writable" in lines[0], lines[0]
