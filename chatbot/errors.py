@@ -35,5 +35,13 @@ class KeywordIndexError(StoreError):
     """The keyword index on disk cannot be read; it is rebuilt from the store."""
 
 
+class StoreDamagedError(StoreError):
+    """The Chroma database is damaged; `chatbot ingest --rebuild` moves it aside."""
+
+
+class StoreReadOnlyError(StoreError):
+    """The data directory cannot be written, and the store needs to write to it."""
+
+
 class OptionError(ConfigError, ValueError):
     """An option of a question or search (`k`, a `where` filter) is out of range or malformed."""
