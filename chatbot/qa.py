@@ -173,6 +173,9 @@ class Chatbot:
             self.wrote = wrote_before or rebuild or report.changed
             if report.changed or rebuild:
                 self.retriever.rebuild_keyword_index()
+            else:
+                # Loading checks the keyword index: a damaged one is rebuilt now, with a warning.
+                self.retriever.keyword_index()
             self._ready = True
         return report
 
@@ -433,6 +436,8 @@ class Chatbot:
             "collection": self.settings.collection,
             "documents": len(docs),
             "passages": store.count(),
+            # Loaded as a question would load it: a damaged one is rebuilt, with a warning.
+            "keyword_passages": len(self.retriever.keyword_index().ids),
             "embedding_model": embedding_name(store.embeddings),
             "model": self.settings.model_label,
         }

@@ -78,6 +78,19 @@ def test_a_damaged_keyword_index_is_rebuilt_from_the_store_with_one_warning(data
     assert repaired.search("combinatorial auctions", 1), "the rebuilt index finds passages"
 
 
+@pytest.mark.parametrize("command", [["info"], ["ingest", "--quiet"]])
+def test_info_and_ingest_notice_a_damaged_keyword_index_and_repair_it(data_dir, command):
+    _truncate(_bm25_file(data_dir, "vocab.index.json"))
+
+    result = run_cli(data_dir, *command)
+
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and "keyword index" in lines[0], f"one warning: {result.stderr}"
+    meta = json.loads((_keyword_folder(data_dir) / "ids.json").read_text())
+    assert KeywordIndex.load(_keyword_folder(data_dir), meta["revision"]) is not None
+
+
 # Each process rebuilds and saves the keyword index, then loads what is on disk, many times.
 _REBUILDER = """
 import sys, time
