@@ -18,6 +18,15 @@ SUFFIXES = (".md", ".markdown", ".txt")
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
 # Metadata Chroma can store and filter on; anything else is dropped or stringified.
 _SCALAR = (str, int, float, bool)
+# A character that carries text: not whitespace, not a C0/C1 control (NUL included), not an
+# invisible format character. A document without one is empty, however many bytes it has.
+_CONTENT = re.compile(r"[^\s\x00-\x1f\x7f-\x9f\xad\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
+# Texts longer than this are cut into blocks at paragraph, line or sentence ends, and each block is
+# split on its own: passages come out while a large file is still being split, and the tokenizer is
+# never handed an unbounded piece. Shorter texts are split whole, so their passages do not depend
+# on it.
+BLOCK_CHARS = 100_000
+MB = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -33,8 +42,8 @@ class Document:
     @cached_property
     def fingerprint(self) -> str:
         """A hash of everything that ends up in the index, to detect edits."""
-        # Cached: every passage's id and metadata carry it, and hashing a large text once per
-        # passage made splitting grow with the square of the text.
+        # Cached: every passage's id and metadata carry it; hashing the whole text once per
+        # passage would make splitting grow with the square of the text's length.
         blob = json.dumps([self.doc_id, self.title, self.text, self.metadata], sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -82,9 +91,29 @@ def iter_files(paths: Iterable[str | Path]) -> Iterator[Path]:
             yield path
 
 
-def read_document(path: Path) -> Document:
-    """Parse one file; raises ValueError with a short reason when it cannot be used."""
+def has_text(text: str) -> bool:
+    """True when `text` holds something besides whitespace, NUL bytes and control characters."""
+    return _CONTENT.search(text) is not None
+
+
+def too_large(size: int, max_bytes: int | None) -> str:
+    """Why a document of `size` bytes is refused, or "" when it is within `max_bytes`."""
+    if not max_bytes or size <= max_bytes:
+        return ""
+    return (
+        f"is {size / MB:.1f} MB, over the {max_bytes / MB:g} MB limit: split it into smaller "
+        "files, or raise CHATBOT_MAX_FILE_MB"
+    )
+
+
+def read_document(path: Path, max_bytes: int | None = None) -> Document:
+    """Parse one file; raises ValueError with a short reason when it cannot be used.
+
+    A file larger than `max_bytes` is refused before it is read.
+    """
     try:
+        if reason := too_large(path.stat().st_size, max_bytes):
+            raise ValueError(reason)
         raw = path.read_bytes()
     except OSError as e:
         raise ValueError(f"cannot be read ({e.strerror or e})") from e
@@ -111,11 +140,16 @@ def read_document(path: Path) -> Document:
     text = body.strip()
     if not text:
         raise ValueError("is empty: it has no text to index")
+    if not has_text(text):
+        raise ValueError(
+            "is empty: it holds only NUL bytes, whitespace or control characters, no text to index"
+        )
     doc_id = str(meta.pop("id", "") or slugify(path.stem)).strip()
     title = str(meta.pop("title", "") or _title_from(path, text)).strip()
     if "link" in meta and "url" not in meta:
         meta["url"] = meta.pop("link")
-    return Document(doc_id, title, text, str(path), clean_metadata(meta))
+    # The absolute path: a relative one would name another file once ingest runs elsewhere.
+    return Document(doc_id, title, text, str(path.resolve()), clean_metadata(meta))
 
 
 def _yaml_reason(e: yaml.YAMLError) -> str:
@@ -147,11 +181,12 @@ def clean_metadata(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_documents(
-    paths: Iterable[str | Path], fields: Any = None
+    paths: Iterable[str | Path], fields: Any = None, max_bytes: int | None = None
 ) -> tuple[list[Document], list[Problem]]:
     """Read every document under `paths`; bad files become Problems, the rest are returned.
 
     JSON Lines files hold one document a line; `fields` (a records.Fields) names their fields.
+    A file (or a record's text) larger than `max_bytes` is refused.
     """
     from .records import is_records_file, read_records
 
@@ -163,11 +198,11 @@ def load_documents(
             problems.append(Problem(str(path), "does not exist"))
             continue
         if is_records_file(path):
-            found, bad = read_records(path, fields)
+            found, bad = read_records(path, fields, max_bytes)
             problems.extend(bad)
         else:
             try:
-                found = [read_document(path)]
+                found = [read_document(path, max_bytes)]
             except ValueError as e:
                 problems.append(Problem(str(path), str(e)))
                 continue
@@ -211,17 +246,40 @@ class Splitter:
 
     def split(self, doc: Document) -> list[Passage]:
         """The passages of `doc`, each with an id derived from its content."""
-        chunks = [c.strip() for c in self._splitter.split_text(doc.text) if c.strip()]
-        passages = []
-        for i, chunk in enumerate(chunks):
-            key = hashlib.sha256(f"{doc.doc_id}\n{i}\n{doc.fingerprint}\n{chunk}".encode())
-            passages.append(
-                Passage(
-                    passage_id=key.hexdigest()[:32],
-                    doc_id=doc.doc_id,
-                    title=doc.title,
-                    text=chunk,
-                    metadata=dict(doc.metadata),
-                )
-            )
-        return passages
+        return [p for block in self.blocks(doc) for p in block]
+
+    def blocks(self, doc: Document) -> Iterator[list[Passage]]:
+        """The passages of `doc`, a block of its text at a time (one block unless it is long)."""
+        n = 0
+        for block in _blocks(doc.text, BLOCK_CHARS):
+            chunks = [c.strip() for c in self._splitter.split_text(block) if c.strip()]
+            yield [self._passage(doc, n + i, chunk) for i, chunk in enumerate(chunks)]
+            n += len(chunks)
+
+    @staticmethod
+    def _passage(doc: Document, i: int, chunk: str) -> Passage:
+        key = hashlib.sha256(f"{doc.doc_id}\n{i}\n{doc.fingerprint}\n{chunk}".encode())
+        return Passage(
+            passage_id=key.hexdigest()[:32],
+            doc_id=doc.doc_id,
+            title=doc.title,
+            text=chunk,
+            metadata=dict(doc.metadata),
+        )
+
+
+def _blocks(text: str, size: int) -> Iterator[str]:
+    """`text` in pieces of at most `size` characters, cut at the largest boundary available."""
+    start = 0
+    while len(text) - start > size:
+        end = start + size
+        cut = end
+        for sep in ("\n\n", "\n", ". ", " "):
+            # Only the second half: a boundary near the start would leave a tiny block.
+            at = text.rfind(sep, start + size // 2, end)
+            if at >= 0:
+                cut = at + len(sep)
+                break
+        yield text[start:cut]
+        start = cut
+    yield text[start:]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .corpus import Document, Problem, clean_metadata
+from .corpus import Document, Problem, clean_metadata, has_text, too_large
 
 SUFFIXES = (".jsonl", ".ndjson")
 # A record's source is "<absolute file path>#<record id>": ingest can tell which file it came from
@@ -60,8 +60,13 @@ def json_objects(lines: list[str], path: Path) -> Iterator[tuple[int, str, dict 
         yield n, where, obj, ""
 
 
-def read_records(path: Path, fields: Fields | None = None) -> tuple[list[Document], list[Problem]]:
-    """Each valid line of `path` as a Document; bad lines become Problems naming the line."""
+def read_records(
+    path: Path, fields: Fields | None = None, max_bytes: int | None = None
+) -> tuple[list[Document], list[Problem]]:
+    """Each valid line of `path` as a Document; bad lines become Problems naming the line.
+
+    The size limit `max_bytes` applies to each record's text: the file is a collection.
+    """
     fields = fields or Fields()
     file = path.resolve()
     try:
@@ -84,8 +89,11 @@ def read_records(path: Path, fields: Fields | None = None) -> tuple[list[Documen
         # A record that is known but unusable keeps what the index already holds of it.
         source = f"{file}#{doc_id}"
         text = _scalar_text(record.get(fields.text)).strip()
-        if not text:
+        if not has_text(text):
             problems.append(Problem(source, f"line {n} has no text in its {fields.text!r} field"))
+            continue
+        if reason := too_large(len(text.encode()), max_bytes):
+            problems.append(Problem(source, f"line {n}: its text {reason}"))
             continue
         if doc_id in seen:
             problems.append(Problem(where, f"id {doc_id!r} is already used on line {seen[doc_id]}"))

@@ -46,6 +46,7 @@ class Settings:
     max_retries: int = 3
     context_window: int | None = None
     max_answer_tokens: int = 512
+    max_file_mb: float = 20.0
 
     # Environment variable for each field; the API key names are the ones every OpenAI tool uses.
     ENV: ClassVar[dict[str, str]] = {
@@ -69,6 +70,7 @@ class Settings:
         "max_retries": "CHATBOT_MAX_RETRIES",
         "context_window": "CHATBOT_CONTEXT_WINDOW",
         "max_answer_tokens": "CHATBOT_MAX_ANSWER_TOKENS",
+        "max_file_mb": "CHATBOT_MAX_FILE_MB",
     }
 
     @classmethod
@@ -106,6 +108,11 @@ class Settings:
             )
         if self.top_k < 1:
             raise ConfigError("CHATBOT_TOP_K must be at least 1.")
+        if not 0 < self.max_file_mb < 1e6:  # also rejects nan and inf
+            raise ConfigError(
+                f"CHATBOT_MAX_FILE_MB={self.max_file_mb:g} must be a size in MB above 0 "
+                "(default: 20)."
+            )
         if not 0 <= self.chunk_overlap < self.chunk_tokens:
             raise ConfigError(
                 "CHATBOT_CHUNK_OVERLAP must be ≥ 0 and smaller than CHATBOT_CHUNK_TOKENS."
@@ -114,6 +121,11 @@ class Settings:
     def with_(self, **changes: Any) -> Settings:
         """A copy with some fields changed (None values are ignored)."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    @property
+    def max_file_bytes(self) -> int:
+        """The largest document file ingest accepts, in bytes."""
+        return int(self.max_file_mb * 1024 * 1024)
 
     @property
     def uses_offline_model(self) -> bool:
