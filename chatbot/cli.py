@@ -87,6 +87,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         progress=False if args.quiet else None,
         rebuild=args.rebuild,
         fields=Fields(args.id_field, args.title_field, args.text_field),
+        replace=args.replace,
     )
     for problem in report.problems:
         print(f"skipped {problem}", file=sys.stderr)
@@ -194,6 +195,10 @@ def cmd_info(args: argparse.Namespace) -> int:
     else:
         width = max(map(len, info))
         for key, value in info.items():
+            if isinstance(value, dict):  # documents per folder: one line each
+                lines = [f"{where} ({n} document{'s'[: n != 1]})" for where, n in value.items()]
+                lines = lines or ["none"]
+                value = f"\n{'':<{width}}  ".join(lines)
             print(f"{key.replace('_', ' '):<{width}}  {value}")
     return 0
 
@@ -228,6 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="*", help="files or folders of .md/.txt documents, or .jsonl")
     p.add_argument("--rebuild", action="store_true", help="drop the collection and index anew")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="move an id that another file already holds to the document ingested now "
+        "(without it, such a document is skipped and both files are named)",
+    )
     p.add_argument("--id-field", default="id", help="JSON Lines: the record id field (id)")
     p.add_argument("--title-field", default="title", help="JSON Lines: title field, '' for none")
     p.add_argument("--text-field", default="text", help="JSON Lines: the text field (text)")

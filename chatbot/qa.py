@@ -150,16 +150,19 @@ class Chatbot:
         progress: bool | None = None,
         rebuild: bool = False,
         fields=None,
+        replace: bool = False,
     ):
         """Index the documents under `paths` (default: the corpus folder), incrementally.
 
         `fields` (a `records.Fields`) names the id, title and text fields of JSON Lines records.
+        A document whose id another file holds is skipped as a problem, unless `replace` moves
+        the id to it.
         """
         from .corpus import Splitter, load_documents
         from .ingest import sync
 
         roots = list(paths) if paths else [self.settings.corpus_dir]
-        docs, problems = load_documents(roots, fields)
+        docs, problems = load_documents(roots, fields, self.settings.max_file_bytes)
         with self._lock:
             # Counted as a write until it is known that nothing changed (also when interrupted).
             wrote_before, self.wrote = self.wrote, True
@@ -169,8 +172,10 @@ class Chatbot:
                 # A rebuild may be how the user moves to other embeddings: skip the model check.
                 self._store, self._retriever = Store(self.settings, rebuild=True), None
             splitter = Splitter(self.settings.chunk_tokens, self.settings.chunk_overlap)
-            report = sync(self.store, splitter, docs, roots, problems, progress=progress)
-            self.wrote = wrote_before or rebuild or report.changed
+            report = sync(
+                self.store, splitter, docs, roots, problems, progress=progress, replace=replace
+            )
+            self.wrote = wrote_before or rebuild or report.changed or bool(report.relocated)
             if report.changed or rebuild:
                 self.retriever.rebuild_keyword_index()
             else:
@@ -426,6 +431,7 @@ class Chatbot:
 
     def info(self) -> dict[str, Any]:
         """Where the data lives, what is indexed, and which models are in use."""
+        from .ingest import sources
         from .store import embedding_name
 
         store = self.store
@@ -435,6 +441,7 @@ class Chatbot:
             "store": self.settings.chroma_url or str(self.settings.data_dir / "chroma"),
             "collection": self.settings.collection,
             "documents": len(docs),
+            "sources": sources(docs),
             "passages": store.count(),
             # Loaded as a question would load it: a damaged one is rebuilt, with a warning.
             "keyword_passages": len(self.retriever.keyword_index().ids),

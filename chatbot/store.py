@@ -123,9 +123,14 @@ class StoredDoc:
     """What the store holds of one document."""
 
     doc_id: str
-    source: str
+    sources: frozenset[str]  # more than one only while an interrupted move is unfinished
     fingerprints: frozenset[str]
     complete: bool
+
+    @property
+    def source(self) -> str:
+        """Where the document came from (an absolute path; a relative one in older indexes)."""
+        return min(self.sources, default="")
 
 
 class Store:
@@ -211,14 +216,17 @@ class Store:
         got = self.collection.get(include=["metadatas"])
         seen: dict[str, dict[str, Any]] = {}
         for meta in got["metadatas"] or []:
-            d = seen.setdefault(meta["doc_id"], {"source": meta.get("source", ""), "fps": {}})
+            d = seen.setdefault(meta["doc_id"], {"sources": set(), "fps": {}})
+            d["sources"].add(meta.get("source", ""))
             fp = meta.get("fingerprint", "")
-            count, expected = d["fps"].get(fp, (0, meta.get("n_passages", 0)))
-            d["fps"][fp] = (count + 1, expected)
+            # A long document's passages written before its splitting ended carry 0; the last
+            # ones carry the count, so a document cut short by an interruption is never whole.
+            count, expected = d["fps"].get(fp, (0, 0))
+            d["fps"][fp] = (count + 1, max(expected, meta.get("n_passages", 0)))
         return {
             doc_id: StoredDoc(
                 doc_id,
-                d["source"],
+                frozenset(d["sources"]),
                 frozenset(d["fps"]),
                 complete=len(d["fps"]) == 1 and all(c == e for c, e in d["fps"].values()),
             )
@@ -240,6 +248,13 @@ class Store:
             embeddings=vectors,
             metadatas=list(metadatas),
         )
+
+    def set_source(self, doc_id: str, source: str) -> None:
+        """Record that a document's passages come from `source`; nothing is embedded again."""
+        got = self.collection.get(where={"doc_id": doc_id}, include=["metadatas"])
+        if got["ids"]:
+            metas = [{**meta, "source": source} for meta in got["metadatas"]]
+            self.collection.update(ids=got["ids"], metadatas=metas)
 
     def delete_doc(self, doc_id: str, keep_fingerprint: str | None = None) -> None:
         """Remove a document's passages (all, or those not of `keep_fingerprint`)."""
