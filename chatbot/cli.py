@@ -230,7 +230,12 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     p = add("ingest", cmd_ingest, "index documents (default: the corpus folder), incrementally")
-    p.add_argument("paths", nargs="*", help="files or folders of .md/.txt documents, or .jsonl")
+    p.add_argument(
+        "paths",
+        nargs="*",
+        help="files or folders of .md/.txt documents, or .jsonl (a file over CHATBOT_MAX_FILE_MB, "
+        "20 by default, is skipped)",
+    )
     p.add_argument("--rebuild", action="store_true", help="drop the collection and index anew")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
