@@ -141,8 +141,7 @@ def parse_where(conditions: list[str] | None) -> dict[str, Any] | None:
         match = _CONDITION.match(condition)
         if not match or not match.group(3):
             raise OptionError(
-                f"--where {condition!r} is not a condition: write {_FORMS}, e.g. --where "
-                "year=2023."
+                f"--where {condition!r} is not a condition: write {_FORMS}, e.g. --where year=2023."
             )
         key, op, raw = match.groups()
         if raw[0] in "=<>!":
