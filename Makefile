@@ -9,7 +9,7 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[test]'
 	touch $@
 
-.PHONY: install run serve test
+.PHONY: install run serve test test-fast
 install: $(VENV)/.installed
 
 run: install
@@ -20,3 +20,7 @@ serve: install
 
 test: install
 	$(VENV)/bin/python -m pytest
+
+# The inner loop: everything but the browser, process and large-collection tests.
+test-fast: install
+	$(VENV)/bin/python -m pytest -m "not slow"
