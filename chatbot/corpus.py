@@ -3,72 +3,26 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from .records import SUFFIXES as RECORD_SUFFIXES
+from .records import clean_metadata, has_text, is_records_file, read_records, too_large
+from .types import Document, Passage, Problem
+
 SUFFIXES = (".md", ".markdown", ".txt")
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
-# Metadata Chroma can store and filter on; anything else is dropped or stringified.
-_SCALAR = (str, int, float, bool)
-# A character that carries text: not whitespace, not a C0/C1 control (NUL included), not an
-# invisible format character. A document without one is empty, however many bytes it has.
-_CONTENT = re.compile(r"[^\s\x00-\x1f\x7f-\x9f\xad\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
 # Texts longer than this are cut into blocks at paragraph, line or sentence ends, and each block is
 # split on its own: passages come out while a large file is still being split, and the tokenizer is
 # never handed an unbounded piece. Shorter texts are split whole, so their passages do not depend
 # on it.
 BLOCK_CHARS = 100_000
-MB = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Document:
-    """One source document: a summary, an abstract, a user's note."""
-
-    doc_id: str
-    title: str
-    text: str
-    source: str
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    @cached_property
-    def fingerprint(self) -> str:
-        """A hash of everything that ends up in the index, to detect edits."""
-        # Cached: every passage's id and metadata carry it; hashing the whole text once per
-        # passage would make splitting grow with the square of the text's length.
-        blob = json.dumps([self.doc_id, self.title, self.text, self.metadata], sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-@dataclass(frozen=True)
-class Problem:
-    """A document that could not be read, and why."""
-
-    source: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.source}: {self.message}"
-
-
-@dataclass(frozen=True)
-class Passage:
-    """A retrievable piece of a document."""
-
-    passage_id: str
-    doc_id: str
-    title: str
-    text: str
-    score: float = 0.0
-    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 def slugify(text: str) -> str:
@@ -79,8 +33,6 @@ def slugify(text: str) -> str:
 
 def iter_files(paths: Iterable[str | Path]) -> Iterator[Path]:
     """Every readable document under `paths` (files as given, folders searched), sorted."""
-    from .records import SUFFIXES as RECORD_SUFFIXES
-
     wanted = SUFFIXES + RECORD_SUFFIXES
     for path in map(Path, paths):
         if path.is_dir():
@@ -89,21 +41,6 @@ def iter_files(paths: Iterable[str | Path]) -> Iterator[Path]:
             )
         else:
             yield path
-
-
-def has_text(text: str) -> bool:
-    """True when `text` holds something besides whitespace, NUL bytes and control characters."""
-    return _CONTENT.search(text) is not None
-
-
-def too_large(size: int, max_bytes: int | None) -> str:
-    """Why a document of `size` bytes is refused, or "" when it is within `max_bytes`."""
-    if not max_bytes or size <= max_bytes:
-        return ""
-    return (
-        f"is {size / MB:.1f} MB, over the {max_bytes / MB:g} MB limit: split it into smaller "
-        "files, or raise CHATBOT_MAX_FILE_MB"
-    )
 
 
 def read_document(path: Path, max_bytes: int | None = None) -> Document:
@@ -165,21 +102,6 @@ def _title_from(path: Path, text: str) -> str:
     return path.stem.replace("_", " ").replace("-", " ").strip().capitalize()
 
 
-def clean_metadata(meta: dict[str, Any]) -> dict[str, Any]:
-    """Metadata Chroma accepts: scalars as they are, lists of scalars joined, the rest as JSON."""
-    out: dict[str, Any] = {}
-    for key, value in meta.items():
-        if value is None or value == "" or value == []:
-            continue
-        if isinstance(value, _SCALAR):
-            out[str(key)] = value
-        elif isinstance(value, list) and all(isinstance(v, _SCALAR) for v in value):
-            out[str(key)] = ", ".join(map(str, value))
-        else:
-            out[str(key)] = json.dumps(value, default=str)
-    return out
-
-
 def load_documents(
     paths: Iterable[str | Path], fields: Any = None, max_bytes: int | None = None
 ) -> tuple[list[Document], list[Problem]]:
@@ -188,8 +110,6 @@ def load_documents(
     JSON Lines files hold one document a line; `fields` (a records.Fields) names their fields.
     A file (or a record's text) larger than `max_bytes` is refused.
     """
-    from .records import is_records_file, read_records
-
     docs: list[Document] = []
     problems: list[Problem] = []
     seen: dict[str, str] = {}

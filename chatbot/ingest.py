@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .corpus import Document, Passage, Problem, Splitter
+from .corpus import Splitter
 from .records import source_file
 from .store import Store, StoredDoc, embed_text
+from .types import Document, Passage, Problem
 
 # Passages embedded, cached and written to Chroma at a time. Against batches of 64, 256 cut what
 # ingest adds to the model's own time from 15-19% to 9-13% on the 5,365 ICML abstracts: Chroma's

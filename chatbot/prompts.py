@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .corpus import Passage
 from .errors import ConfigError
 from .settings import PROJECT_DIR
+from .types import Passage
 
 PROMPTS_DIR = PROJECT_DIR / "prompts"
 NO_ANSWER = "The corpus does not answer this question."

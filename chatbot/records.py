@@ -9,9 +9,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .corpus import Document, Problem, clean_metadata, has_text, too_large
+from .types import Document, Problem
 
 SUFFIXES = (".jsonl", ".ndjson")
+MB = 1024 * 1024
+# Metadata Chroma can store and filter on; anything else is dropped or stringified.
+_SCALAR = (str, int, float, bool)
+# A character that carries text: not whitespace, not a C0/C1 control (NUL included), not an
+# invisible format character. A document without one is empty, however many bytes it has.
+_CONTENT = re.compile(r"[^\s\x00-\x1f\x7f-\x9f\xad\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
 # A record's source is "<absolute file path>#<record id>": ingest can tell which file it came from
 # and remove the records a later version of that file no longer holds.
 _RECORD_SOURCE = re.compile(r"^(.*\.(?:jsonl|ndjson))#.+$", re.IGNORECASE)
@@ -24,6 +30,36 @@ class Fields:
     id: str = "id"
     title: str = "title"
     text: str = "text"
+
+
+def has_text(text: str) -> bool:
+    """True when `text` holds something besides whitespace, NUL bytes and control characters."""
+    return _CONTENT.search(text) is not None
+
+
+def too_large(size: int, max_bytes: int | None) -> str:
+    """Why a document of `size` bytes is refused, or "" when it is within `max_bytes`."""
+    if not max_bytes or size <= max_bytes:
+        return ""
+    return (
+        f"is {size / MB:.1f} MB, over the {max_bytes / MB:g} MB limit: split it into smaller "
+        "files, or raise CHATBOT_MAX_FILE_MB"
+    )
+
+
+def clean_metadata(meta: dict[str, Any]) -> dict[str, Any]:
+    """Metadata Chroma accepts: scalars as they are, lists of scalars joined, the rest as JSON."""
+    out: dict[str, Any] = {}
+    for key, value in meta.items():
+        if value is None or value == "" or value == []:
+            continue
+        if isinstance(value, _SCALAR):
+            out[str(key)] = value
+        elif isinstance(value, list) and all(isinstance(v, _SCALAR) for v in value):
+            out[str(key)] = ", ".join(map(str, value))
+        else:
+            out[str(key)] = json.dumps(value, default=str)
+    return out
 
 
 def is_records_file(path: Path) -> bool:

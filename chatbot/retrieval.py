@@ -6,11 +6,11 @@ import logging
 import threading
 from dataclasses import dataclass, replace
 
-from .corpus import Passage
 from .errors import KeywordIndexError
 from .keyword import KeywordIndex, terms
 from .options import check_k, check_where, explain_no_match
 from .store import Store
+from .types import Passage
 
 # The keyword side's share of the fused score. Equal weights, deliberately not tuned on any
 # benchmark: docs/benchmarks.md shows the sweep (0.6 would be a little better on titles).

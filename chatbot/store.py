@@ -16,9 +16,9 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from . import chroma_dir
-from .corpus import Passage
 from .errors import ConfigError, StoreDamagedError, StoreError
 from .settings import Settings
+from .types import Passage
 
 # Metadata keys the chatbot writes on every passage; a document's own keys may not overwrite them.
 RESERVED = ("doc_id", "title", "fingerprint", "n_passages", "source", "chunk")
