@@ -143,15 +143,9 @@ def _norm(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def document_texts(store) -> dict[str, str]:
-    """Each stored document's title and passage text, normalised, for finding gold phrases."""
-    _, texts, metas = store.all_passages()
-    docs: dict[str, list[str]] = {}
-    for text, meta in zip(texts, metas, strict=True):
-        meta = meta or {}
-        parts = docs.setdefault(meta.get("doc_id", ""), [meta.get("title", "")])
-        parts.append(text)
-    return {doc_id: _norm("\n".join(parts)) for doc_id, parts in docs.items()}
+def document_texts(bot) -> dict[str, str]:
+    """Each indexed document's title and text, normalised, for finding gold phrases."""
+    return {d.doc_id: _norm(f"{d.title}\n{d.text}") for d in bot.documents()}
 
 
 def gold_documents(
@@ -192,7 +186,7 @@ def evaluate(
     # On a fresh data directory the summaries are ingested by the first question; the gold
     # phrases must be looked up after that, not in an empty store.
     bot.ensure_index()
-    texts = document_texts(bot.store)
+    texts = document_texts(bot)
     warnings: list[str] = []
     results: list[Result] = []
     if questions:

@@ -16,7 +16,7 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 
 from . import citations
-from .corpus import Passage
+from .corpus import Document, Passage
 from .errors import ChatbotError, ModelError, QuestionError, StoreError
 from .keyword import asks_for_list
 from .prompts import NO_ANSWER, escape, format_history, format_passages, load_prompts
@@ -429,6 +429,11 @@ class Chatbot:
         ]
         return Answer(question, text, cites, False, standalone, passages, usage, timings)
 
+    def documents(self) -> list[Document]:
+        """The indexed documents, each rebuilt from its passages, sorted by id."""
+        _, texts, metas = self.store.all_passages()
+        return documents_from_passages(texts, metas)
+
     def info(self) -> dict[str, Any]:
         """Where the data lives, what is indexed, and which models are in use."""
         from .ingest import sources
@@ -448,3 +453,40 @@ class Chatbot:
             "embedding_model": embedding_name(store.embeddings),
             "model": self.settings.model_label,
         }
+
+
+def documents_from_passages(
+    texts: Sequence[str], metas: Sequence[dict[str, Any] | None]
+) -> list[Document]:
+    """Documents rebuilt from their stored passages, put back in order and without overlaps."""
+    from .store import RESERVED
+
+    chunks: dict[str, list[tuple[int, str]]] = {}
+    heads: dict[str, dict[str, Any]] = {}
+    for text, meta in zip(texts, metas, strict=True):
+        meta = meta or {}
+        doc_id = meta.get("doc_id", "")
+        chunks.setdefault(doc_id, []).append((int(meta.get("chunk", 0)), text))
+        heads.setdefault(doc_id, meta)
+    return [
+        Document(
+            doc_id,
+            heads[doc_id].get("title") or doc_id,
+            join_overlapping([t for _, t in sorted(chunks[doc_id])]),
+            heads[doc_id].get("source", ""),
+            {k: v for k, v in heads[doc_id].items() if k not in RESERVED},
+        )
+        for doc_id in sorted(chunks)
+    ]
+
+
+def join_overlapping(parts: list[str]) -> str:
+    """Passages in order, each without the text it repeats from the end of the one before."""
+    text = parts[0] if parts else ""
+    for part in parts[1:]:
+        size = next(
+            (n for n in range(min(len(text), len(part), 1000), 15, -1) if text.endswith(part[:n])),
+            0,
+        )
+        text = f"{text}{part[size:]}" if size else f"{text}\n\n{part}"
+    return text

@@ -151,36 +151,17 @@ def save_feedback(data_dir: Path, turn: dict[str, Any], vote: str) -> Path:
 
 def corpus_documents(bot) -> list[dict[str, Any]]:
     """The indexed documents as the index holds them, whatever file or server they came from."""
-    _, texts, metas = bot.store.all_passages()
-    chunks: dict[str, list[tuple[int, str]]] = {}
-    docs: dict[str, dict[str, Any]] = {}
-    for text, meta in zip(texts, metas):
-        doc_id = meta.get("doc_id", "")
-        chunks.setdefault(doc_id, []).append((int(meta.get("chunk", 0)), text))
-        docs.setdefault(
-            doc_id,
-            {
-                "doc_id": doc_id,
-                "title": meta.get("title") or doc_id,
-                "paper": meta.get("paper"),
-                "url": _safe_url(meta.get("url")),
-            },
-        )
-    for doc_id, doc in docs.items():
-        doc["text"] = _join_overlapping([t for _, t in sorted(chunks[doc_id])])
-    return sorted(docs.values(), key=lambda d: d["title"].lower())
-
-
-def _join_overlapping(parts: list[str]) -> str:
-    """Passages in order, each without the text it repeats from the end of the one before."""
-    text = parts[0] if parts else ""
-    for part in parts[1:]:
-        size = next(
-            (n for n in range(min(len(text), len(part), 1000), 15, -1) if text.endswith(part[:n])),
-            0,
-        )
-        text = f"{text}{part[size:]}" if size else f"{text}\n\n{part}"
-    return text
+    docs = [
+        {
+            "doc_id": d.doc_id,
+            "title": d.title,
+            "paper": d.metadata.get("paper"),
+            "url": _safe_url(d.metadata.get("url")),
+            "text": d.text,
+        }
+        for d in bot.documents()
+    ]
+    return sorted(docs, key=lambda d: d["title"].lower())
 
 
 def corpus_table(docs: list[dict[str, Any]]) -> str:

@@ -116,6 +116,23 @@ def test_streamed_pieces_make_up_the_answer(bot):
     assert stream.answer.citations and stream.answer.timings["retrieve"] > 0
 
 
+def test_documents_are_the_indexed_texts_with_their_titles_sources_and_links(bot):
+    import re
+
+    def words(text: str) -> str:
+        return re.sub(r"\s+", " ", text).strip()
+
+    source = {d.doc_id: d for d in load_documents([CORPUS])[0]}
+    docs = {d.doc_id: d for d in bot.documents()}
+    assert docs.keys() == source.keys(), "every indexed document, once"
+    for doc_id, doc in docs.items():
+        want = source[doc_id]
+        assert words(doc.text) == words(want.text), f"{doc_id}: text lost or repeated"
+        assert (doc.title, doc.source) == (want.title, want.source), doc_id
+        assert doc.metadata.get("url") == want.metadata.get("url"), doc_id
+    assert docs["generative-social-choice"].metadata["paper"].startswith("Generative Social")
+
+
 def test_retrieve_returns_passages_best_first(bot):
     passages = bot.retrieve("spectrum license auctions with substitutes", k=4)
     assert len(passages) == 4

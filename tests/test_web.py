@@ -430,12 +430,13 @@ def test_corpus_tab_rebuilds_a_long_document_from_its_overlapping_passages():
     import re
 
     from chatbot.corpus import Document, Splitter, load_documents
+    from chatbot.qa import join_overlapping
 
     docs, _ = load_documents([ROOT / "corpus"])
     text = "\n\n".join(d.text for d in docs)
     parts = [p.text for p in Splitter(60, 15).split(Document("all", "All", text, "x"))]
     assert len(parts) > 20, "the text should be split into many overlapping passages"
-    joined = webview._join_overlapping(parts)
+    joined = join_overlapping(parts)
     assert re.sub(r"\s+", " ", joined) == re.sub(r"\s+", " ", text), "text lost or repeated"
 
 
