@@ -11,6 +11,8 @@ import html
 import logging
 import tempfile
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,9 @@ LOGIN_NOTE = (
     f"After {LOGIN_ATTEMPTS} wrong passwords, this address must wait before the next login "
     f"({LOGIN_COOLDOWN:.0f} s at first, twice as long after each further wrong one)."
 )
+SEARCHING = "<p class='hint'>Searching the papers…</p>"
+# The browser calls the event handlers; only the `chat` endpoint is part of the HTTP API.
+PRIVATE = {"api_visibility": "private"}
 _UNEXPECTED = (
     "Something went wrong on the server while answering. Try again; if it keeps happening, "
     "the server log says why."
@@ -88,48 +93,67 @@ JS = """
 """
 
 
-def build_app(bot) -> gr.Blocks:
-    """The Gradio app for `bot`: chat with streaming cited answers, sources, corpus, feedback."""
-    model = bot.settings.model_label
-    downloads = Path(tempfile.mkdtemp(prefix="chatbot-web-"))
+class Handlers:
+    """The UI's event handlers for one bot: each reads the components' values, returns theirs."""
 
-    def indicator() -> str:
+    def __init__(self, bot) -> None:
+        self.bot = bot
+        self.model = bot.settings.model_label
+        self.downloads = Path(tempfile.mkdtemp(prefix="chatbot-web-"))
+
+    def indicator(self) -> str:
+        """The line naming the model and what the index holds."""
         try:
-            info = bot.info()
+            info = self.bot.info()
         except ChatbotError as e:
-            return f"**Model:** {model} · **Index:** unavailable ({e})"
+            return f"**Model:** {self.model} · **Index:** unavailable ({e})"
         except Exception:
             log.exception("reading the index failed")
-            return f"**Model:** {model} · **Index:** unavailable (see the server log)"
+            return f"**Model:** {self.model} · **Index:** unavailable (see the server log)"
         return (
-            f"**Model:** {model} · **Index:** {info['documents']} documents, "
+            f"**Model:** {self.model} · **Index:** {info['documents']} documents, "
             f"{info['passages']} passages · embeddings: {info['embedding_model']}"
         )
 
-    def download_file(turns: list[dict[str, Any]]):
-        folder = downloads / uuid.uuid4().hex
+    def download(self, turns: list[dict[str, Any]]) -> gr.DownloadButton:
+        """The download button, holding the conversation so far as a Markdown file."""
+        folder = self.downloads / uuid.uuid4().hex
         folder.mkdir()
         path = folder / "conversation.md"
-        path.write_text(conversation_markdown(turns, model), encoding="utf-8")
+        path.write_text(conversation_markdown(turns, self.model), encoding="utf-8")
         return gr.DownloadButton(value=str(path), interactive=True)
 
-    def respond(message: str, turns: list[dict[str, Any]] | None):
+    def respond(self, message: str, turns: list[dict[str, Any]] | None):
+        """Show the question, stream its answer into the chat, then its sources and download.
+
+        Yields values for the question box, the chat, the sources, the turns and the download.
+        """
         question = (message or "").strip()
         if not question:
             yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
             return
         turns = list(turns or [])
         history = history_of(turns)
-        turn: dict[str, Any] = {"question": question, "answer": "", "citations": [], "model": model}
+        turn: dict[str, Any] = {
+            "question": question,
+            "answer": "",
+            "citations": [],
+            "model": self.model,
+        }
         turns.append(turn)
-        searching = "<p class='hint'>Searching the papers…</p>"
-        yield "", chat_messages(turns, ""), searching, turns, gr.skip()
+        yield "", chat_messages(turns, ""), SEARCHING, turns, gr.skip()
+        for text in self._answer(turn, history):
+            yield gr.skip(), chat_messages(turns, text), gr.skip(), gr.skip(), gr.skip()
+        yield gr.skip(), chat_messages(turns), sources_html(turn), turns, self.download(turns)
+
+    def _answer(self, turn: dict[str, Any], history: list[dict[str, str]]) -> Iterator[str]:
+        """The answer's text so far, piece by piece; then `turn` holds the answer or the error."""
         text = ""
         try:
-            stream = bot.stream(question, history)
+            stream = self.bot.stream(turn["question"], history)
             for piece in stream:
                 text += piece
-                yield gr.skip(), chat_messages(turns, text), gr.skip(), gr.skip(), gr.skip()
+                yield text
             answer = stream.answer
             turn.update(
                 answer=answer.text,
@@ -139,18 +163,20 @@ def build_app(bot) -> gr.Blocks:
         except ChatbotError as e:
             turn["error"] = friendly(e)
         except Exception:
-            log.exception("answering %r failed", question)
+            log.exception("answering %r failed", turn["question"])
             turn["error"] = _UNEXPECTED
         if turn.get("error") and text.strip():
             # What arrived stays on screen, marked as cut off; it is never taken as an answer.
             turn["partial"] = text.strip()
         turn["time"] = datetime.now(UTC).isoformat(timespec="seconds")
-        yield gr.skip(), chat_messages(turns), sources_html(turn), turns, download_file(turns)
 
+    @staticmethod
     def clear():
+        """An empty chat, no turns, no sources, nothing to download."""
         return [], [], NO_SOURCES, gr.DownloadButton(value=None, interactive=False)
 
-    def on_like(turns: list[dict[str, Any]] | None, data: gr.LikeData):
+    def on_like(self, turns: list[dict[str, Any]] | None, data: gr.LikeData) -> None:
+        """Save a like or dislike of an answer (message i belongs to turn i // 2)."""
         index = data.index[0] if isinstance(data.index, (list, tuple)) else data.index
         turns = turns or []
         turn = turns[index // 2] if 0 <= index // 2 < len(turns) else None
@@ -158,14 +184,15 @@ def build_app(bot) -> gr.Blocks:
             return
         vote = {True: "like", False: "dislike"}.get(data.liked, str(data.liked).lower())
         try:
-            save_feedback(bot.settings.data_dir, turn, vote)
+            save_feedback(self.bot.settings.data_dir, turn, vote)
         except OSError as e:
             raise gr.Error(f"Could not save your feedback ({e.strerror or e}).") from e
         gr.Info("Thanks, your feedback was saved.")
 
-    def load_corpus():
+    def load_corpus(self):
+        """The table of indexed documents, the reader's choices, and the documents themselves."""
         try:
-            docs = corpus_documents(bot)
+            docs = corpus_documents(self.bot)
         except Exception as e:
             if not isinstance(e, ChatbotError):
                 log.exception("listing the corpus failed")
@@ -174,88 +201,114 @@ def build_app(bot) -> gr.Blocks:
         choices = [(d["title"], d["doc_id"]) for d in docs]
         return corpus_table(docs), gr.Dropdown(choices=choices, value=None), docs
 
+    @staticmethod
     def show_document(doc_id: str | None, docs: list[dict[str, Any]] | None) -> str:
+        """The chosen document, readable."""
         for doc in docs or []:
             if doc["doc_id"] == doc_id:
                 return document_markdown(doc)
         return ""
 
-    def chat(message: str) -> str:
+    def chat(self, message: str) -> str:
         """Answer one question about the ICML 2025 papers; the answer cites passages as [n]."""
         try:
-            return bot.ask(message).text
+            return self.bot.ask(message).text
         except ChatbotError as e:
             raise gr.Error(friendly(e)) from e
         except Exception as e:
             log.exception("answering %r failed", message)
             raise gr.Error(_UNEXPECTED) from e
 
+
+@dataclass(frozen=True)
+class ChatTab:
+    """The components of the chat tab that events read or write."""
+
+    chat: gr.Chatbot
+    box: gr.Textbox
+    send: gr.Button
+    clear: gr.Button
+    download: gr.DownloadButton
+    examples: gr.Dataset
+    sources: gr.HTML
+
+
+def build_app(bot) -> gr.Blocks:
+    """The Gradio app for `bot`: chat with streaming cited answers, sources, corpus, feedback."""
+    ui = Handlers(bot)
     # Gradio keeps a copy of each conversation download; drop copies older than a day.
     blocks = {"analytics_enabled": False, "delete_cache": (3600, 86400)}
     with gr.Blocks(title="ICML 2025 papers chatbot", **blocks) as app:
         gr.Markdown("# Ask the ICML 2025 papers")
-        status = gr.Markdown(f"**Model:** {model}", elem_id="model-indicator")
+        status = gr.Markdown(f"**Model:** {ui.model}", elem_id="model-indicator")
         turns = gr.State([])
         docs = gr.State([])
         with gr.Tabs():
             with gr.Tab("Chat", id="chat-tab"):
-                with gr.Row(equal_height=False):
-                    with gr.Column(scale=3):
-                        chatbot = gr.Chatbot(
-                            elem_id="chat",
-                            label="Conversation",
-                            height=520,
-                            feedback_options=("Like", "Dislike"),
-                            placeholder="Ask a question about the ICML 2025 paper summaries.",
-                            buttons=["copy"],
-                        )
-                        with gr.Row():
-                            box = gr.Textbox(
-                                elem_id="question",
-                                placeholder="Ask a question and press Enter",
-                                show_label=False,
-                                scale=5,
-                                autofocus=True,
-                            )
-                            send = gr.Button("Send", variant="primary", scale=1)
-                        with gr.Row():
-                            clear_btn = gr.Button("Clear chat", elem_id="clear", size="sm")
-                            download = gr.DownloadButton(
-                                "Download conversation (.md)",
-                                elem_id="download",
-                                size="sm",
-                                interactive=False,
-                            )
-                        examples = gr.Dataset(
-                            label="Example questions",
-                            components=[box],
-                            samples=[[q] for q in EXAMPLES],
-                            type="index",
-                            elem_id="examples",
-                        )
-                    with gr.Column(scale=2):
-                        gr.Markdown("### Sources of the latest answer")
-                        sources = gr.HTML(NO_SOURCES, elem_id="sources")
+                tab = _chat_tab()
             with gr.Tab("Corpus", id="corpus-tab") as corpus_tab:
                 pick = gr.Dropdown(label="Read a summary", choices=[], elem_id="corpus-pick")
                 reader = gr.Markdown(elem_id="corpus-doc")
                 table = gr.HTML(elem_id="corpus-table")
-
-        outputs = [box, chatbot, sources, turns, download]
-        private = {"api_visibility": "private"}
-        box.submit(respond, [box, turns], outputs, **private)
-        send.click(respond, [box, turns], outputs, **private)
-        examples.click(lambda i: EXAMPLES[i], examples, box, **private).then(
-            respond, [box, turns], outputs, **private
-        )
-        clear_btn.click(clear, None, [chatbot, turns, sources, download], **private)
-        chatbot.clear(clear, None, [chatbot, turns, sources, download], **private)
-        chatbot.like(on_like, turns, None, **private)
-        app.load(indicator, None, status, **private)
-        corpus_tab.select(load_corpus, None, [table, pick, docs], **private)
-        pick.change(show_document, [pick, docs], reader, **private)
-        gr.api(chat, api_name="chat")
+        _wire_chat(ui, tab, turns)
+        app.load(ui.indicator, None, status, **PRIVATE)
+        corpus_tab.select(ui.load_corpus, None, [table, pick, docs], **PRIVATE)
+        pick.change(ui.show_document, [pick, docs], reader, **PRIVATE)
+        gr.api(ui.chat, api_name="chat")
     return app
+
+
+def _chat_tab() -> ChatTab:
+    """The chat beside the sources of its latest answer, with the buttons and examples."""
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3):
+            chat = gr.Chatbot(
+                elem_id="chat",
+                label="Conversation",
+                height=520,
+                feedback_options=("Like", "Dislike"),
+                placeholder="Ask a question about the ICML 2025 paper summaries.",
+                buttons=["copy"],
+            )
+            with gr.Row():
+                box = gr.Textbox(
+                    elem_id="question",
+                    placeholder="Ask a question and press Enter",
+                    show_label=False,
+                    scale=5,
+                    autofocus=True,
+                )
+                send = gr.Button("Send", variant="primary", scale=1)
+            with gr.Row():
+                clear = gr.Button("Clear chat", elem_id="clear", size="sm")
+                download = gr.DownloadButton(
+                    "Download conversation (.md)", elem_id="download", size="sm", interactive=False
+                )
+            examples = gr.Dataset(
+                label="Example questions",
+                components=[box],
+                samples=[[q] for q in EXAMPLES],
+                type="index",
+                elem_id="examples",
+            )
+        with gr.Column(scale=2):
+            gr.Markdown("### Sources of the latest answer")
+            sources = gr.HTML(NO_SOURCES, elem_id="sources")
+    return ChatTab(chat, box, send, clear, download, examples, sources)
+
+
+def _wire_chat(ui: Handlers, tab: ChatTab, turns: gr.State) -> None:
+    """Connect the chat tab's events to their handlers."""
+    outputs = [tab.box, tab.chat, tab.sources, turns, tab.download]
+    tab.box.submit(ui.respond, [tab.box, turns], outputs, **PRIVATE)
+    tab.send.click(ui.respond, [tab.box, turns], outputs, **PRIVATE)
+    tab.examples.click(lambda i: EXAMPLES[i], tab.examples, tab.box, **PRIVATE).then(
+        ui.respond, [tab.box, turns], outputs, **PRIVATE
+    )
+    cleared = [tab.chat, turns, tab.sources, tab.download]
+    tab.clear.click(ui.clear, None, cleared, **PRIVATE)
+    tab.chat.clear(ui.clear, None, cleared, **PRIVATE)
+    tab.chat.like(ui.on_like, turns, None, **PRIVATE)
 
 
 def parse_auth(auth: str | tuple[str, str] | None) -> tuple[str, str] | None:
