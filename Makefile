@@ -9,7 +9,7 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[test]'
 	touch $@
 
-.PHONY: install run serve test test-fast
+.PHONY: install run serve lint test test-fast
 install: $(VENV)/.installed
 
 run: install
@@ -18,7 +18,13 @@ run: install
 serve: install
 	$(VENV)/bin/chatbot serve
 
-test: install
+# Style, formatting and the import layers declared in pyproject.toml; a violation fails the build.
+lint: install
+	$(VENV)/bin/ruff check chatbot tests benchmarks scripts
+	$(VENV)/bin/ruff format --check chatbot tests benchmarks scripts
+	$(VENV)/bin/lint-imports
+
+test: lint
 	$(VENV)/bin/python -m pytest
 
 # The inner loop: everything but the browser, process and large-collection tests.

@@ -106,7 +106,7 @@ def _text(value: str, what: str) -> str:
 
 
 def _where(args: argparse.Namespace) -> dict | None:
-    from .records import parse_where
+    from .options import parse_where
 
     return parse_where([_text(c, "--where") for c in args.where] if args.where else None)
 

@@ -8,10 +8,11 @@ what is allowed.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .errors import OptionError
+from .errors import ChatbotError, OptionError
 
 MAX_K = 100  # passages per search; far more than a prompt holds, enough for `chatbot retrieve`
 # Chroma stores integers in 64 bits; a larger one matches nothing or fails.
@@ -124,3 +125,56 @@ def explain_no_match(where: dict, metadatas: Iterable[dict[str, Any] | None]) ->
                 f"The field {key!r} holds {held}, so {wrong!r} ({_ONE[_kind(wrong)]}) matches "
                 f"nothing: write e.g. {hint}."
             )
+
+
+# `--where` conditions as the command line writes them, and the Chroma operator each becomes.
+_WRITTEN_OPERATORS = {">=": "$gte", "<=": "$lte", "!=": "$ne", ">": "$gt", "<": "$lt", "=": "$eq"}
+_CONDITION = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*(>=|<=|!=|>|<|=)\s*(.*?)\s*$")
+_INTEGER = re.compile(r"^[+-]?\d+$")
+_DECIMAL = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
+_QUOTED = re.compile(r"^([\"'])(.*)\1$", re.DOTALL)
+_FORMS = "KEY=VALUE, KEY!=VALUE, KEY>N, KEY>=N, KEY<N or KEY<=N"
+
+
+def _value(raw: str) -> Any:
+    """A number when `raw` is written as one, true/false as such, else text ("…" forces text)."""
+    quoted = _QUOTED.match(raw)
+    if quoted:
+        return quoted.group(2)
+    if _INTEGER.match(raw):
+        return int(raw)
+    if _DECIMAL.match(raw):
+        return float(raw)
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    return raw
+
+
+def parse_where(conditions: list[str] | None) -> dict[str, Any] | None:
+    """A Chroma `where` filter from `key=value` conditions (also >=, <=, !=, >, <), all ANDed.
+
+    Numeric values compare as numbers: `year=2023` matches the integer 2023; `key="2023"` is text.
+    """
+    parts: list[dict[str, Any]] = []
+    for condition in conditions or []:
+        match = _CONDITION.match(condition)
+        if not match or not match.group(3):
+            raise OptionError(
+                f"--where {condition!r} is not a condition: write {_FORMS}, e.g. --where year=2023."
+            )
+        key, op, raw = match.groups()
+        if raw[0] in "=<>!":
+            raise OptionError(
+                f"--where {condition!r}: the value {raw!r} starts with an operator; write "
+                f"{_FORMS}, e.g. year>=2023."
+            )
+        part = {key: _value(raw)} if op == "=" else {key: {_WRITTEN_OPERATORS[op]: _value(raw)}}
+        try:
+            check_where(part)
+        except ChatbotError as e:
+            reason = str(e)
+            raise OptionError(f"--where {condition!r}: {reason[:1].lower()}{reason[1:]}") from None
+        parts.append(part)
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else {"$and": parts}

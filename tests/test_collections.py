@@ -13,7 +13,8 @@ import pytest
 
 from chatbot import Chatbot, Settings
 from chatbot.cli import main
-from chatbot.records import Fields, parse_where
+from chatbot.options import parse_where
+from chatbot.records import Fields
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 ABSTRACTS = SHARED_DATA / "icml_2020_2023_abstracts.jsonl"
