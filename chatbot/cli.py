@@ -35,7 +35,7 @@ _command: str | None = None
 
 
 def _bot(args: argparse.Namespace):
-    from .qa import Chatbot
+    from . import Chatbot
 
     bot = Chatbot(_settings(args))
     _bots.append(bot)
@@ -223,13 +223,32 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--chroma-url", help="use a Chroma server (CHATBOT_CHROMA_URL)")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_ingest(sub)
+    _add_ask(sub)
+    _add_retrieve(sub)
+    _add_eval(sub)
+    _add(sub, "chat", cmd_chat, "a conversation in the terminal (follow-up questions work)")
+    info = "show the data directory, what is indexed and the models in use"
+    _add(sub, "info", cmd_info, info).add_argument("--json", action="store_true")
+    _add_serve(sub)
+    return parser
 
-    def add(name: str, func: Callable[[argparse.Namespace], int], help_: str):
-        p = sub.add_parser(name, help=help_, description=help_)
-        p.set_defaults(func=func)
-        return p
 
-    p = add("ingest", cmd_ingest, "index documents (default: the corpus folder), incrementally")
+_WHERE_HELP = "only passages whose metadata match, e.g. year=2023 (repeat to AND)"
+
+
+def _add(
+    sub: Any, name: str, func: Callable[[argparse.Namespace], int], help_: str
+) -> argparse.ArgumentParser:
+    """A sub-command `name` that runs `func`, described by `help_`."""
+    p = sub.add_parser(name, help=help_, description=help_)
+    p.set_defaults(func=func)
+    return p
+
+
+def _add_ingest(sub: Any) -> None:
+    help_ = "index documents (default: the corpus folder), incrementally"
+    p = _add(sub, "ingest", cmd_ingest, help_)
     p.add_argument(
         "paths",
         nargs="*",
@@ -248,35 +267,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--title-field", default="title", help="JSON Lines: title field, '' for none")
     p.add_argument("--text-field", default="text", help="JSON Lines: the text field (text)")
 
-    where_help = "only passages whose metadata match, e.g. year=2023 (repeat to AND)"
-    p = add("ask", cmd_ask, "answer one question")
+
+def _add_ask(sub: Any) -> None:
+    p = _add(sub, "ask", cmd_ask, "answer one question")
     p.add_argument("question")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
     p.add_argument("-k", type=int, default=None, help="passages to retrieve")
-    p.add_argument("--where", action="append", metavar="KEY=VALUE", help=where_help)
+    p.add_argument("--where", action="append", metavar="KEY=VALUE", help=_WHERE_HELP)
 
-    p = add("retrieve", cmd_retrieve, "show the passages that best match a query (no answer)")
+
+def _add_retrieve(sub: Any) -> None:
+    p = _add(sub, "retrieve", cmd_retrieve, "show the passages that best match a query (no answer)")
     p.add_argument("query")
     p.add_argument("--json", action="store_true", help="print the passages as JSON")
     p.add_argument("-k", type=int, default=None, help="passages to retrieve")
-    p.add_argument("--where", action="append", metavar="KEY=VALUE", help=where_help)
+    p.add_argument("--where", action="append", metavar="KEY=VALUE", help=_WHERE_HELP)
 
-    p = add("eval", cmd_eval, "score answers to a question file (JSON Lines)")
+
+def _add_eval(sub: Any) -> None:
+    p = _add(sub, "eval", cmd_eval, "score answers to a question file (JSON Lines)")
     p.add_argument("questions", help="questions in the format of ../shared/eval/README.md")
     p.add_argument("--out", help="also write metrics and per-question results as JSON")
     p.add_argument("-k", type=int, default=None, help="passages each answer is given")
-    p.add_argument("--where", action="append", metavar="KEY=VALUE", help=where_help)
+    p.add_argument("--where", action="append", metavar="KEY=VALUE", help=_WHERE_HELP)
 
-    add("chat", cmd_chat, "a conversation in the terminal (follow-up questions work)")
 
-    p = add("info", cmd_info, "show the data directory, what is indexed and the models in use")
-    p.add_argument("--json", action="store_true")
-
-    p = add("serve", cmd_serve, "start the web UI (Gradio) in the browser")
+def _add_serve(sub: Any) -> None:
+    p = _add(sub, "serve", cmd_serve, "start the web UI (Gradio) in the browser")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=7860, help="port (default: 7860)")
     p.add_argument("--auth", metavar="USER:PASSWORD", help="ask for this login")
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
