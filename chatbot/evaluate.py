@@ -13,10 +13,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import QuestionError
 from .records import json_objects
+
+if TYPE_CHECKING:
+    from . import Answer
 
 TYPES = ("single", "multi", "unanswerable", "followup")
 # Retrieval is scored on the documents of the best passages; deep enough for 10 distinct documents.
@@ -193,47 +196,55 @@ def evaluate(
         # Loading the models and the keyword index is a one-off cost, not a question's latency.
         bot.ask(questions[0].turns[0], k=k, where=where)
     for q in questions:
-        history: list[dict[str, str]] = []
-        # Earlier turns of a conversation are asked for real: the judged turn builds on them.
-        for turn in q.turns[:-1]:
-            prior = bot.ask(turn, history, k=k, where=where)
-            history += [
-                {"role": "user", "content": turn},
-                {"role": "assistant", "content": prior.text},
-            ]
-        started = time.perf_counter()
-        answer = bot.ask(q.question, history, k=k, where=where)
-        latency = time.perf_counter() - started
+        answer, latency = _ask(bot, q, k, where)
         gold = gold_documents(q, texts, warnings) if q.answerable else []
         retrieved = _ranked_docs(
             bot.retrieve(answer.standalone_question, k=RETRIEVAL_PASSAGES, where=where)
         )
-        rank = next((i for i, d in enumerate(retrieved, 1) if d in gold), None)
-        recall = {
-            f"@{n}": len(set(retrieved[:n]) & set(gold)) / len(gold) for n in RECALL_AT if gold
-        }
-        cited = [c.doc_id for c in answer.citations]
-        text = _norm(answer.text)
-        keys_found = [key for key in q.keys if _norm(key) in text]
-        results.append(
-            Result(
-                id=q.id,
-                type=q.type,
-                question=q.question,
-                answer=answer.text,
-                abstained=answer.abstained,
-                gold_docs=gold,
-                retrieved_docs=retrieved[: max(RECALL_AT)],
-                cited_docs=cited,
-                rank=rank,
-                recall=recall,
-                citations_correct=sum(1 for d in cited if d in gold),
-                keys_found=keys_found,
-                keys_missing=[key for key in q.keys if key not in keys_found],
-                latency=round(latency, 4),
-            )
-        )
+        results.append(_result(q, answer, latency, gold, retrieved))
     return Report(summarize(results), results, warnings)
+
+
+def _ask(bot, q: Question, k: int | None, where: dict | None) -> tuple[Answer, float]:
+    """The answer to the judged turn of `q`, and how many seconds it took."""
+    history: list[dict[str, str]] = []
+    # Earlier turns of a conversation are asked for real: the judged turn builds on them.
+    for turn in q.turns[:-1]:
+        prior = bot.ask(turn, history, k=k, where=where)
+        history += [
+            {"role": "user", "content": turn},
+            {"role": "assistant", "content": prior.text},
+        ]
+    started = time.perf_counter()
+    answer = bot.ask(q.question, history, k=k, where=where)
+    return answer, time.perf_counter() - started
+
+
+def _result(
+    q: Question, answer: Answer, latency: float, gold: list[str], retrieved: list[str]
+) -> Result:
+    """How `answer` to `q` scored, given the right documents and the retrieved ones in order."""
+    rank = next((i for i, d in enumerate(retrieved, 1) if d in gold), None)
+    recall = {f"@{n}": len(set(retrieved[:n]) & set(gold)) / len(gold) for n in RECALL_AT if gold}
+    cited = [c.doc_id for c in answer.citations]
+    text = _norm(answer.text)
+    keys_found = [key for key in q.keys if _norm(key) in text]
+    return Result(
+        id=q.id,
+        type=q.type,
+        question=q.question,
+        answer=answer.text,
+        abstained=answer.abstained,
+        gold_docs=gold,
+        retrieved_docs=retrieved[: max(RECALL_AT)],
+        cited_docs=cited,
+        rank=rank,
+        recall=recall,
+        citations_correct=sum(1 for d in cited if d in gold),
+        keys_found=keys_found,
+        keys_missing=[key for key in q.keys if key not in keys_found],
+        latency=round(latency, 4),
+    )
 
 
 def _mean(values: Sequence[float]) -> float | None:
