@@ -4,6 +4,10 @@ Chroma's upsert, splitting and the keyword index all hold the GIL, so threads ca
 with embedding: on the 5,365 ICML abstracts they added 9-13% to the model's own time in one
 process. A child process embeds batch k+1 while the parent writes batch k (docs/benchmarks.md).
 
+`EmbeddingProcess` is the parent's side, an `Embedder` (store.py) like the in-process one;
+`ingest.embedder_for` picks between them. The child imports the model; the model's module
+knows nothing of this one.
+
 The parent sends pickled lists of texts on the child's stdin and reads pickled replies from its
 stdout, one reply per request, in order. The child starts from this file with `python -m`, and
 imports only the model code (about 0.7 s), never the caller's `__main__` as multiprocessing would.
@@ -50,37 +54,44 @@ def _receive(stream: IO[bytes]) -> Any:
 
 
 class EmbeddingProcess:
-    """all-MiniLM-L6-v2 in a child process; `submit` returns a Future of the vectors."""
+    """all-MiniLM-L6-v2 in a child process; `submit` returns a Future of the vectors.
+
+    The child starts at the first `submit`, so an ingest whose passages are all cached starts
+    none. On Linux the child ends with the thread that starts it: submit from a thread that
+    outlives the work (the caller's own, as `ingest.sync` does).
+    """
 
     def __init__(self, model_dir: Path, threads: int) -> None:
-        """Start the child; it loads the model while the caller prepares the first batch.
+        self._model_dir, self._threads = model_dir, threads
+        self._child: subprocess.Popen | None = None
+        # One thread waits on the pipe (outside the GIL) so the caller can go on writing.
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="embedding-process")
 
-        On Linux the child ends with the thread that starts it, so start it on a thread that
-        outlives the work (the caller's own, as `ingest.sync` does).
-        """
+    def _start(self) -> subprocess.Popen:
         env = dict(os.environ)
         # The child must import this package even when it is not installed (a source checkout).
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        args = [str(self._model_dir), str(self._threads), str(os.getpid())]
         try:
-            self._child = subprocess.Popen(
-                [sys.executable, "-m", __name__, str(model_dir), str(threads), str(os.getpid())],
+            return subprocess.Popen(
+                [sys.executable, "-m", __name__, *args],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=env,
             )
         except OSError as e:
             raise EmbeddingError(f"Could not start the embedding process: {e}") from e
-        # One thread waits on the pipe (outside the GIL) so the caller can go on writing.
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="embedding-process")
 
     @property
-    def pid(self) -> int:
-        """The child's process id."""
-        return self._child.pid
+    def pid(self) -> int | None:
+        """The child's process id (None until the first `submit`)."""
+        return self._child.pid if self._child is not None else None
 
     def submit(self, texts: Sequence[str]) -> Future:
         """Queue `texts`; the Future gives a float32 array of shape (len(texts), 384)."""
+        if self._child is None:
+            self._child = self._start()
         return self._pool.submit(self._call, list(texts))
 
     def _call(self, texts: list[str]):
@@ -102,6 +113,9 @@ class EmbeddingProcess:
 
     def close(self, *, kill: bool = False) -> None:
         """Stop the child: at once when `kill`, else once it has answered every request."""
+        if self._child is None:
+            self._pool.shutdown()
+            return
         if kill:
             self._child.kill()
         try:

@@ -135,86 +135,103 @@ def _softmax(x: np.ndarray) -> np.ndarray:
     return x
 
 
+def _read_config(model_dir: Path) -> tuple[dict, int]:
+    """The model's config and its maximum sequence length; only the supported model passes."""
+    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    st_config = json.loads((model_dir / "sentence_bert_config.json").read_text("utf-8"))
+    pooling = json.loads((model_dir / "1_Pooling/config.json").read_text(encoding="utf-8"))
+    supported = (
+        config.get("model_type") == "bert"
+        and config.get("hidden_act") == "gelu"
+        and config.get("hidden_size") == DIMENSION
+        and pooling.get("pooling_mode_mean_tokens")
+    )
+    if not supported:
+        raise EmbeddingError(
+            f"{model_dir} is not a {DIMENSION}-dimensional BERT model with GELU and mean "
+            f"pooling; only that architecture ({MODEL_NAME}) is implemented."
+        )
+    return config, int(st_config["max_seq_length"])
+
+
+def _load_tokenizer(path: Path, max_seq_length: int) -> Tokenizer:
+    """The word-piece tokenizer, truncating at `max_seq_length` and never padding."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(path))
+    # tokenizer.json ships with truncation at 128 and fixed padding to 128; sentence-
+    # transformers overrides both, and so must we. embed_ids packs sequences, so no padding.
+    tokenizer.enable_truncation(max_length=max_seq_length)
+    tokenizer.no_padding()
+    return tokenizer
+
+
+class _Weights:
+    """The float32 tensors of a safetensors file, by name, as contiguous arrays."""
+
+    def __init__(self, path: Path) -> None:
+        from safetensors.numpy import load_file
+
+        self.tensors = load_file(str(path))
+        # Some exports prefix every name with "bert."; accept both.
+        self.prefix = "bert." if "bert.embeddings.word_embeddings.weight" in self.tensors else ""
+
+    def get(self, name: str) -> np.ndarray:
+        """The tensor `name` as a contiguous float32 array."""
+        return np.ascontiguousarray(self.tensors[self.prefix + name], dtype=np.float32)
+
+    def linear(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """A dense layer's weight, laid out (in, out) for x @ w, and its bias."""
+        return np.ascontiguousarray(self.get(name + ".weight").T), self.get(name + ".bias")
+
+    def layer(self, i: int, scale: float) -> _Layer:
+        """Transformer block `i`, its attention scores scaled by `scale`."""
+        p = f"encoder.layer.{i}."
+        q_w, q_b = self.linear(p + "attention.self.query")
+        k_w, k_b = self.linear(p + "attention.self.key")
+        v_w, v_b = self.linear(p + "attention.self.value")
+        out_w, out_b = self.linear(p + "attention.output.dense")
+        ff1_w, ff1_b = self.linear(p + "intermediate.dense")
+        ff2_w, ff2_b = self.linear(p + "output.dense")
+        return _Layer(
+            # One fused matmul for Q, K and V; the 1/sqrt(head_dim) attention scale is
+            # folded into Q so the (heads, n, n) score tensor needs no extra pass.
+            qkv_w=np.ascontiguousarray(np.concatenate([q_w * scale, k_w, v_w], axis=1)),
+            qkv_b=np.concatenate([q_b * scale, k_b, v_b]).astype(np.float32),
+            out_w=out_w,
+            out_b=out_b,
+            ln1_g=self.get(p + "attention.output.LayerNorm.weight"),
+            ln1_b=self.get(p + "attention.output.LayerNorm.bias"),
+            ff1_w=ff1_w,
+            ff1_b=ff1_b,
+            ff2_w=ff2_w,
+            ff2_b=ff2_b,
+            ln2_g=self.get(p + "output.LayerNorm.weight"),
+            ln2_b=self.get(p + "output.LayerNorm.bias"),
+        )
+
+
 class _MiniLM:
     """The loaded model: tokenizer plus float32 weights, read-only after construction."""
 
     def __init__(self, model_dir: Path) -> None:
         """Load tokenizer and weights from model_dir (slow: call once per process)."""
-        from safetensors.numpy import load_file
-        from tokenizers import Tokenizer
-
-        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-        st_config = json.loads((model_dir / "sentence_bert_config.json").read_text("utf-8"))
-        pooling = json.loads((model_dir / "1_Pooling/config.json").read_text(encoding="utf-8"))
-        supported = (
-            config.get("model_type") == "bert"
-            and config.get("hidden_act") == "gelu"
-            and config.get("hidden_size") == DIMENSION
-            and pooling.get("pooling_mode_mean_tokens")
-        )
-        if not supported:
-            raise EmbeddingError(
-                f"{model_dir} is not a {DIMENSION}-dimensional BERT model with GELU and mean "
-                f"pooling; only that architecture ({MODEL_NAME}) is implemented."
-            )
+        config, self.max_seq_length = _read_config(model_dir)
         self.hidden = int(config["hidden_size"])
         self.heads = int(config["num_attention_heads"])
         self.eps = float(config["layer_norm_eps"])
-        self.max_seq_length = int(st_config["max_seq_length"])
+        self.tokenizer = _load_tokenizer(model_dir / "tokenizer.json", self.max_seq_length)
 
-        tokenizer: Tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        # tokenizer.json ships with truncation at 128 and fixed padding to 128; sentence-
-        # transformers overrides both, and so must we. embed_ids packs sequences, so no padding.
-        tokenizer.enable_truncation(max_length=self.max_seq_length)
-        tokenizer.no_padding()
-        self.tokenizer = tokenizer
-
-        w = load_file(str(model_dir / "model.safetensors"))
-        # Some exports prefix every name with "bert."; accept both.
-        prefix = "bert." if "bert.embeddings.word_embeddings.weight" in w else ""
-
-        def get(name: str) -> np.ndarray:
-            return np.ascontiguousarray(w[prefix + name], dtype=np.float32)
-
-        def linear(name: str) -> tuple[np.ndarray, np.ndarray]:
-            return np.ascontiguousarray(get(name + ".weight").T), get(name + ".bias")
-
-        self.word = get("embeddings.word_embeddings.weight")
+        w = _Weights(model_dir / "model.safetensors")
+        self.word = w.get("embeddings.word_embeddings.weight")
         # Token type is always 0 for single sentences, so fold it into the position table.
         self.pos_type = (
-            get("embeddings.position_embeddings.weight")
-            + get("embeddings.token_type_embeddings.weight")[0]
+            w.get("embeddings.position_embeddings.weight")
+            + w.get("embeddings.token_type_embeddings.weight")[0]
         )
-        self.emb_ln = (get("embeddings.LayerNorm.weight"), get("embeddings.LayerNorm.bias"))
-
+        self.emb_ln = (w.get("embeddings.LayerNorm.weight"), w.get("embeddings.LayerNorm.bias"))
         scale = 1.0 / math.sqrt(self.hidden // self.heads)
-        self.layers: list[_Layer] = []
-        for i in range(int(config["num_hidden_layers"])):
-            p = f"encoder.layer.{i}."
-            q_w, q_b = linear(p + "attention.self.query")
-            k_w, k_b = linear(p + "attention.self.key")
-            v_w, v_b = linear(p + "attention.self.value")
-            out_w, out_b = linear(p + "attention.output.dense")
-            ff1_w, ff1_b = linear(p + "intermediate.dense")
-            ff2_w, ff2_b = linear(p + "output.dense")
-            self.layers.append(
-                _Layer(
-                    # One fused matmul for Q, K and V; the 1/sqrt(head_dim) attention scale is
-                    # folded into Q so the (heads, n, n) score tensor needs no extra pass.
-                    qkv_w=np.ascontiguousarray(np.concatenate([q_w * scale, k_w, v_w], axis=1)),
-                    qkv_b=np.concatenate([q_b * scale, k_b, v_b]).astype(np.float32),
-                    out_w=out_w,
-                    out_b=out_b,
-                    ln1_g=get(p + "attention.output.LayerNorm.weight"),
-                    ln1_b=get(p + "attention.output.LayerNorm.bias"),
-                    ff1_w=ff1_w,
-                    ff1_b=ff1_b,
-                    ff2_w=ff2_w,
-                    ff2_b=ff2_b,
-                    ln2_g=get(p + "output.LayerNorm.weight"),
-                    ln2_b=get(p + "output.LayerNorm.bias"),
-                )
-            )
+        self.layers = [w.layer(i, scale) for i in range(int(config["num_hidden_layers"]))]
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         """Return the truncated word-piece ids of each text, [CLS] and [SEP] included."""
@@ -426,12 +443,6 @@ class MiniLMEmbeddings(Embeddings):
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed documents for indexing."""
         return self.encode(texts).tolist()
-
-    def process(self):
-        """This model in a child process (an EmbeddingProcess), to embed beside GIL-bound work."""
-        from .embedding_process import EmbeddingProcess
-
-        return EmbeddingProcess(self.model_dir, self.threads)
 
     def load_in_background(self) -> None:
         """Start loading the weights on a thread, so the caller can do other start-up work."""

@@ -1,18 +1,26 @@
-"""Incremental ingestion: only new or edited documents are embedded; vanished ones are removed."""
+"""Incremental ingestion: only new or edited documents are embedded; vanished ones are removed.
+
+`plan` compares what the store holds with what was read, without touching the disk or the
+store; `sync` looks at the disk once, makes the plan, and applies it batch by batch.
+"""
 
 from __future__ import annotations
 
 import sys
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
+import numpy as np
+from langchain_core.embeddings import Embeddings
+from tqdm import tqdm
+
 from .corpus import Splitter
+from .embedding_process import EmbeddingProcess
+from .embeddings import MiniLMEmbeddings
 from .records import source_file
-from .store import Store, StoredDoc, embed_text
+from .store import Embedder, InProcessEmbedder, Store, StoredDoc, embed_text
 from .types import Document, Passage, Problem
 
 # Passages embedded, cached and written to Chroma at a time. Against batches of 64, 256 cut what
@@ -72,34 +80,34 @@ def _metadata(doc: Document, passage_index: int, n: int) -> dict[str, Any]:
     return meta
 
 
-def _covered(source: str, roots: list[Path]) -> bool:
+def _covered(source: str, roots: Sequence[PurePath]) -> bool:
     """True when `source` lies in one of the ingested folders (or is one of the ingested files)."""
-    file = Path(source_file(source))
+    # Stored sources are resolved when read (corpus.read_document), so they compare as written.
+    file = PurePath(source_file(source))
     if not file.is_absolute():
         # An older index's relative path: resolving it here would name another folder's file.
         return False
-    path = file.resolve()
-    return any(path == r or r in path.parents for r in roots)
+    return any(file == r or r in file.parents for r in roots)
 
 
 def _same_source(stored: str, source: str) -> bool:
     """True when a stored source names the file `source`; a relative one must end its path."""
-    if stored == source or Path(source_file(stored)).is_absolute():
+    if stored == source or PurePath(source_file(stored)).is_absolute():
         return stored == source
-    tail = tuple(part for part in Path(stored).parts if part not in (".", ".."))
-    return bool(tail) and Path(source).parts[-len(tail) :] == tail
+    tail = tuple(part for part in PurePath(stored).parts if part not in (".", ".."))
+    return bool(tail) and PurePath(source).parts[-len(tail) :] == tail
 
 
-def _claimed(stored: str, loaded: set[str], failed: set[str]) -> bool:
+def _claimed(stored: str, loaded: set[str], failed: set[str], present: Collection[str]) -> bool:
     """True while the file (or record) behind a stored source may still hold its document."""
     file = source_file(stored)
-    if not Path(file).is_absolute():
+    if not PurePath(file).is_absolute():
         return True  # its folder is unknown: it cannot be shown to be gone
     if stored in failed or file in failed:
         return True  # it failed to parse this time and keeps its passages
     if file in loaded:
         return False  # read in this ingest, and no longer holds this id
-    return Path(file).exists()
+    return file in present
 
 
 def sources(stored: dict[str, StoredDoc]) -> dict[str, int]:
@@ -116,58 +124,9 @@ def sources(stored: dict[str, StoredDoc]) -> dict[str, int]:
 
 
 def _describe(stored: str) -> str:
-    if Path(source_file(stored)).is_absolute():
+    if PurePath(source_file(stored)).is_absolute():
         return stored
     return f"{stored} (a relative path from an older index; its folder is unknown)"
-
-
-@dataclass
-class _Plan:
-    """What an ingest has to do."""
-
-    todo: list[tuple[Document, bool]] = field(default_factory=list)  # (document, existed)
-    gone: list[str] = field(default_factory=list)  # ids whose file or record is gone
-    moved: list[tuple[str, str]] = field(default_factory=list)  # unchanged: (id, new source)
-
-
-def _plan(
-    stored: dict[str, StoredDoc],
-    docs: list[Document],
-    roots: list[Path],
-    report: IngestReport,
-    replace: bool,
-) -> _Plan:
-    """Sort `docs` into unchanged, to write, moved and refused; find the documents gone."""
-    plan = _Plan()
-    loaded = {source_file(d.source) for d in docs}
-    # A file that failed to parse keeps its old passages: nothing is lost because of a typo.
-    # (A record of a JSON Lines file keeps its passages when its line, or the file, failed.)
-    failed = {str(Path(p.source).resolve()) for p in report.problems}
-    seen: set[str] = set()
-    for doc in docs:
-        have = stored.get(doc.doc_id)
-        others = [s for s in have.sources if not _same_source(s, doc.source)] if have else []
-        rivals = [s for s in others if _claimed(s, loaded, failed)]
-        if rivals and not replace:
-            # Two files claiming one id: neither is changed, and the user decides.
-            report.problems.append(Problem(doc.source, _conflict(doc.doc_id, rivals[0])))
-            failed.add(doc.source)
-            continue
-        seen.add(doc.doc_id)
-        if have and have.complete and have.fingerprints == {doc.fingerprint}:
-            report.unchanged += 1
-            if have.sources != {doc.source}:
-                plan.moved.append((doc.doc_id, doc.source))
-        else:
-            plan.todo.append((doc, have is not None))
-
-    def lost(s: str) -> bool:
-        return _covered(s, roots) and s not in failed and source_file(s) not in failed
-
-    plan.gone = [
-        d.doc_id for d in stored.values() if d.doc_id not in seen and all(map(lost, d.sources))
-    ]
-    return plan
 
 
 def _conflict(doc_id: str, rival: str) -> str:
@@ -176,6 +135,81 @@ def _conflict(doc_id: str, rival: str) -> str:
         "(front matter 'id:', or the record's id field), or ingest it with --replace to move "
         "the id to it"
     )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What an ingest has to do, from comparing the store with what was read."""
+
+    # (document, whether an older version of it is stored), in the order read.
+    writes: tuple[tuple[Document, bool], ...] = ()
+    unchanged: tuple[str, ...] = ()  # ids stored whole with the same fingerprint
+    removed: tuple[str, ...] = ()  # ids whose file or record is gone from the ingested folders
+    moved: tuple[tuple[str, str], ...] = ()  # unchanged, found at another source: (id, source)
+    refused: tuple[Problem, ...] = ()  # documents claiming an id that another file holds
+
+    @property
+    def added(self) -> list[Document]:
+        """Documents the store does not hold."""
+        return [doc for doc, existed in self.writes if not existed]
+
+    @property
+    def updated(self) -> list[Document]:
+        """Documents the store holds another (or an incomplete) version of."""
+        return [doc for doc, existed in self.writes if existed]
+
+
+def plan(
+    stored: Mapping[str, StoredDoc],
+    docs: Sequence[Document],
+    roots: Sequence[PurePath],
+    *,
+    failed: Collection[str] = (),
+    present: Collection[str] = (),
+    replace: bool = False,
+) -> Plan:
+    """Compare what is stored with what was read; touches neither the disk nor the store.
+
+    `roots` are the ingested folders and files, `failed` the files (or records) that failed to
+    parse this time, `present` the stored files that still exist: absolute, resolved paths.
+    A document whose id another file holds is refused, unless `replace` moves the id to it.
+    """
+    loaded = {source_file(d.source) for d in docs}
+    # A file that failed to parse keeps its old passages: nothing is lost because of a typo.
+    # (A record of a JSON Lines file keeps its passages when its line, or the file, failed.)
+    failed = set(failed)
+    writes, unchanged, moved, refused, seen = [], [], [], [], set()
+    for doc in docs:
+        have = stored.get(doc.doc_id)
+        others = [s for s in have.sources if not _same_source(s, doc.source)] if have else []
+        rivals = [s for s in others if _claimed(s, loaded, failed, present)]
+        if rivals and not replace:
+            # Two files claiming one id: neither is changed, and the user decides.
+            refused.append(Problem(doc.source, _conflict(doc.doc_id, rivals[0])))
+            failed.add(doc.source)
+            continue
+        seen.add(doc.doc_id)
+        if have and have.complete and have.fingerprints == {doc.fingerprint}:
+            unchanged.append(doc.doc_id)
+            if have.sources != {doc.source}:
+                moved.append((doc.doc_id, doc.source))
+        else:
+            writes.append((doc, have is not None))
+
+    def lost(s: str) -> bool:
+        return _covered(s, roots) and s not in failed and source_file(s) not in failed
+
+    removed = [
+        d.doc_id for d in stored.values() if d.doc_id not in seen and all(map(lost, d.sources))
+    ]
+    return Plan(tuple(writes), tuple(unchanged), tuple(removed), tuple(moved), tuple(refused))
+
+
+def _present(stored: Mapping[str, StoredDoc], docs: Sequence[Document]) -> set[str]:
+    """The stored files that may hold an id read again and still exist on disk."""
+    ids = {doc.doc_id for doc in docs}
+    files = {source_file(s) for i in ids if i in stored for s in stored[i].sources}
+    return {f for f in files if Path(f).is_absolute() and Path(f).exists()}
 
 
 def sync(
@@ -193,54 +227,130 @@ def sync(
     both), unless `replace` moves the id to it.
     """
     report = IngestReport(problems=list(problems or []))
-    root_paths = [Path(r).resolve() for r in roots]
-    plan = _plan(store.documents(), docs, root_paths, report, replace)
-    for doc_id, source in plan.moved:
+    stored = store.documents()
+    todo = plan(
+        stored,
+        docs,
+        [Path(r).resolve() for r in roots],
+        failed={str(Path(p.source).resolve()) for p in report.problems},
+        present=_present(stored, docs),
+        replace=replace,
+    )
+    report.problems += todo.refused
+    report.unchanged = len(todo.unchanged)
+    for doc_id, source in todo.moved:
         store.set_source(doc_id, source)
         report.relocated += 1
-    if plan.todo or plan.gone:
+    if todo.writes or todo.removed:
         store.bump_revision()
-        _write(store, splitter, plan.todo, report, progress)
-    for doc_id in plan.gone:
+        _write(store, splitter, todo.writes, report, progress)
+    for doc_id in todo.removed:
         store.delete_doc(doc_id)
         report.removed += 1
     return report
 
 
+def embedder_for(embeddings: Embeddings, passages: int) -> Embedder:
+    """Where an ingest of about `passages` passages embeds them; the one place that decides.
+
+    A large ingest with the offline model embeds in a child process, one batch ahead of the
+    writes: Chroma's upsert and splitting hold the GIL, so in one process they would add 9-13%
+    to the model's own time (docs/benchmarks.md). A small one is not worth starting a process.
+    """
+    if passages >= 2 * BATCH and isinstance(embeddings, MiniLMEmbeddings):
+        return EmbeddingProcess(embeddings.model_dir, embeddings.threads)
+    return InProcessEmbedder(embeddings)
+
+
+@dataclass
+class _Batch:
+    """Passages to embed and write together, and the documents whole once they are written."""
+
+    items: list[tuple[Passage, dict[str, Any]]]
+    docs: list[tuple[Document, bool]]  # (document, whether an older version is stored)
+
+
 def _write(
     store: Store,
     splitter: Splitter,
-    todo: list[tuple[Document, bool]],
+    writes: Sequence[tuple[Document, bool]],
     report: IngestReport,
     progress: bool | None,
 ) -> None:
-    """Split, embed and write `todo`, replacing the older versions of those that existed."""
+    """Split, embed and write `writes`, replacing the older versions of those that existed."""
     # Documents are split block by block, as they are reached, so splitting overlaps with
     # embedding and the bar appears at once (splitting the 5,365 ICML abstracts took 2.5 s); until
     # then the number of passages is estimated from the length of the texts.
-    estimates = [_estimated_passages(doc, splitter) for doc, _ in todo]
-    bar = _progress_bar(len(todo), estimates, progress)
-    # A large ingest with the offline model embeds in a child process, one batch ahead of the
-    # writes; the child starts at the first passage the cache does not hold.
-    spawn = getattr(store.embeddings, "process", None) if sum(estimates) >= 2 * BATCH else None
-    writer = _Writer(store, report, bar, spawn)
-    done = False
+    estimates = [_estimated_passages(doc, splitter) for doc, _ in writes]
+    bar = _Progress.start(len(writes), estimates, progress)
+    embedder = embedder_for(store.embeddings, sum(estimates))
+    finished = False
     try:
-        for (doc, existed), estimate in zip(todo, estimates, strict=True):
-            n = 0
-            for passages, last in _with_last(splitter.blocks(doc)):
-                # The count goes on the last block's passages: until they are written, a long
-                # document cut short by an interruption is not whole and is written again.
-                total = n + len(passages) if last else 0
-                writer.add([(p, _metadata(doc, n + i, total)) for i, p in enumerate(passages)])
-                n += len(passages)
-            writer.done(doc, existed)
-            bar.split(estimate, n)
-        writer.flush()
-        done = True
+        # Batch k+1 is embedding (in the child process, when there is one) while k is written.
+        ahead: tuple[_Batch, Callable[[], np.ndarray]] | None = None
+        for batch in _batches(splitter, writes, estimates, bar):
+            texts = [embed_text(p) for p, _ in batch.items]
+            started = batch, store.cache.start(texts, embedder)
+            if ahead is not None:
+                _store(store, *ahead, report, bar)
+            ahead = started
+        if ahead is not None:
+            _store(store, *ahead, report, bar)
+        finished = True
     finally:
-        writer.close(done)
+        embedder.close(kill=not finished)
         bar.close()
+
+
+def _batches(
+    splitter: Splitter,
+    writes: Sequence[tuple[Document, bool]],
+    estimates: list[int],
+    bar: _Progress,
+) -> Iterator[_Batch]:
+    """The passages of `writes` in batches (the first one smaller), split as they are reached."""
+    size, items, docs = FIRST_BATCH, [], []
+    for (doc, existed), estimate in zip(writes, estimates, strict=True):
+        n = 0
+        for passages, last in _with_last(splitter.blocks(doc)):
+            # The count goes on the last block's passages: until they are written, a long
+            # document cut short by an interruption is not whole and is written again.
+            total = n + len(passages) if last else 0
+            items += [(p, _metadata(doc, n + i, total)) for i, p in enumerate(passages)]
+            n += len(passages)
+            while len(items) >= size:
+                # A document goes with the batch after its last passage was queued: then it
+                # is whole once that batch is written.
+                yield _Batch(items[:size], docs)
+                items, docs, size = items[size:], [], BATCH
+        docs.append((doc, existed))
+        bar.split(estimate, n)
+    if items or docs:
+        yield _Batch(items, docs)
+
+
+def _store(
+    store: Store,
+    batch: _Batch,
+    vectors: Callable[[], np.ndarray],
+    report: IngestReport,
+    bar: _Progress,
+) -> None:
+    """Write a batch, then delete the older versions of the documents it makes whole."""
+    computed = store.cache.computed
+    passages = [p for p, _ in batch.items]
+    store.write(passages, vectors(), [m for _, m in batch.items])
+    report.embedded += store.cache.computed - computed
+    bar.written(len(batch.docs), len(passages))
+    report.passages += len(passages)
+    # Old versions go only after the new passages are in: an interrupted ingest leaves
+    # both, never neither, and the next run finishes the swap.
+    for doc, existed in batch.docs:
+        if existed:
+            store.delete_doc(doc.doc_id, keep_fingerprint=doc.fingerprint)
+            report.updated += 1
+        else:
+            report.added += 1
 
 
 def _with_last(items: Iterator[list[Passage]]) -> Iterator[tuple[list[Passage], bool]]:
@@ -253,113 +363,49 @@ def _with_last(items: Iterator[list[Passage]]) -> Iterator[tuple[list[Passage], 
         yield previous, True
 
 
-class _Writer:
-    """Embeds a batch while the previous one is written; old versions go once the new are in."""
-
-    def __init__(self, store: Store, report: IngestReport, bar: _Bar, spawn) -> None:
-        self.store, self.report, self.bar, self.spawn = store, report, bar, spawn
-        self.child = None
-        self.size = FIRST_BATCH
-        self.batch: list[tuple[Passage, dict[str, Any]]] = []
-        self.pending: list[tuple[Document, bool]] = []
-        self.started: deque[tuple[list, list, Callable[[], Any]]] = deque()
-
-    def _submit(self, texts: list[str]) -> Future:
-        if self.child is None:
-            self.child = self.spawn()
-        return self.child.submit(texts)
-
-    def add(self, items: list[tuple[Passage, dict[str, Any]]]) -> None:
-        """Queue passages with their metadata; a full batch starts embedding."""
-        self.batch.extend(items)
-        while len(self.batch) >= self.size:
-            self._start(self.size)
-            self.size = BATCH
-            if len(self.started) > 1:
-                self._finish()
-
-    def done(self, doc: Document, existed: bool) -> None:
-        """Every passage of `doc` is queued: its old version goes once they are written."""
-        self.pending.append((doc, existed))
-
-    def flush(self) -> None:
-        """Embed and write whatever is queued."""
-        if self.batch or self.pending:
-            self._start()
-        while self.started:
-            self._finish()
-
-    def close(self, done: bool) -> None:
-        """Stop the embedding process (at once, when the ingest did not finish)."""
-        if self.child is not None:
-            self.child.close(kill=not done)
-
-    def _start(self, size: int | None = None) -> None:
-        # Documents whose last passage is queued go with this batch: they are complete once
-        # it is written (a document's passages are queued before it is marked done).
-        n = len(self.batch) if size is None else size
-        batch, self.batch = self.batch[:n], self.batch[n:]
-        texts = [embed_text(p) for p, _ in batch]
-        submit = self.spawn and self._submit
-        self.started.append((batch, self.pending, self.store.cache.start(texts, submit)))
-        self.pending = []
-
-    def _finish(self) -> None:
-        items, docs, vectors = self.started.popleft()
-        store, report = self.store, self.report
-        computed = store.cache.computed
-        passages = [p for p, _ in items]
-        store.write(passages, vectors(), [m for _, m in items])
-        report.embedded += store.cache.computed - computed
-        self.bar.update(len(docs), len(passages))
-        report.passages += len(passages)
-        # Old versions go only after the new passages are in: an interrupted ingest leaves
-        # both, never neither, and the next run finishes the swap.
-        for doc, existed in docs:
-            if existed:
-                store.delete_doc(doc.doc_id, keep_fingerprint=doc.fingerprint)
-                report.updated += 1
-            else:
-                report.added += 1
-
-
-class _Bar:
-    """The progress bar: documents done, or passages written when a document is long."""
-
-    def __init__(self, bar, by_passage: bool) -> None:
-        self.bar, self.by_passage = bar, by_passage
-
-    def update(self, docs: int, passages: int) -> None:
-        if self.bar is not None:
-            self.bar.update(passages if self.by_passage else docs)
-
-    def split(self, estimate: int, actual: int) -> None:
-        """A document is split: its estimated passages give way to the real count."""
-        if self.bar is not None and self.by_passage and actual != estimate:
-            self.bar.total += actual - estimate
-            self.bar.refresh()
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 def _estimated_passages(doc: Document, splitter: Splitter) -> int:
     # About four characters a token in English; each passage after the first repeats the overlap.
     step = 4 * max(1, splitter.chunk_tokens - splitter.chunk_overlap)
     return max(1, -(-len(doc.text) // step))
 
 
-def _progress_bar(docs: int, estimates: list[int], progress: bool | None) -> _Bar:
-    # Small ingests finish before a bar is worth drawing; `progress=True` forces one.
-    passages = sum(estimates)
-    if progress is False or (progress is None and passages < 200):
-        return _Bar(None, False)
-    from tqdm import tqdm
+@dataclass
+class _Progress:
+    """The progress bar: documents done, or passages written when a document is long."""
 
-    # A document longer than a batch would hold the bar still for as long as it takes: then
-    # the bar counts passages, and moves with every batch written.
-    by_passage = max(estimates, default=0) > BATCH
-    total, unit = (passages, "passage") if by_passage else (docs, "doc")
-    bar = tqdm(total=total, unit=unit, desc="Indexing", file=sys.stderr, dynamic_ncols=True)
-    return _Bar(bar, by_passage)
+    bar: tqdm
+    by_passage: bool
+
+    @classmethod
+    def start(cls, docs: int, estimates: list[int], progress: bool | None) -> _Progress:
+        """A bar for `docs` documents of about `estimates` passages each (hidden when small)."""
+        # Small ingests finish before a bar is worth drawing; `progress=True` forces one.
+        passages = sum(estimates)
+        hidden = progress is False or (progress is None and passages < 200)
+        # A document longer than a batch would hold the bar still for as long as it takes:
+        # then the bar counts passages, and moves with every batch written.
+        by_passage = max(estimates, default=0) > BATCH
+        total, unit = (passages, "passage") if by_passage else (docs, "doc")
+        bar = tqdm(
+            total=total,
+            unit=unit,
+            desc="Indexing",
+            file=sys.stderr,
+            dynamic_ncols=True,
+            disable=hidden,
+        )
+        return cls(bar, by_passage)
+
+    def written(self, docs: int, passages: int) -> None:
+        """A batch is written."""
+        self.bar.update(passages if self.by_passage else docs)
+
+    def split(self, estimate: int, actual: int) -> None:
+        """A document is split: its estimated passages give way to the real count."""
+        if self.by_passage and actual != estimate:
+            self.bar.total += actual - estimate
+            self.bar.refresh()
+
+    def close(self) -> None:
+        """Finish the bar's line."""
+        self.bar.close()

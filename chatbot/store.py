@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -55,6 +55,34 @@ def embedding_name(embeddings: Embeddings) -> str:
     return getattr(embeddings, "model_name", None) or getattr(embeddings, "model", "unknown")
 
 
+class Embedder(Protocol):
+    """Where passages are embedded during an ingest: in this process or in a child process."""
+
+    def submit(self, texts: list[str]) -> Future:
+        """Start embedding `texts`; the Future gives one vector per text, in order."""
+        ...
+
+    def close(self, *, kill: bool = False) -> None:
+        """Release what embedding holds (at once, dropping queued work, when `kill`)."""
+        ...
+
+
+class InProcessEmbedder:
+    """Embeds in the calling thread when a batch is submitted; its Future is already done."""
+
+    def __init__(self, embeddings: Embeddings) -> None:
+        self.embeddings = embeddings
+
+    def submit(self, texts: list[str]) -> Future:
+        """Embed `texts` now."""
+        done: Future = Future()
+        done.set_result(self.embeddings.embed_documents(texts))
+        return done
+
+    def close(self, *, kill: bool = False) -> None:
+        """Nothing runs in the background."""
+
+
 class EmbeddingCache:
     """Vectors on disk keyed by (model, text) hash, so the same text is never embedded twice."""
 
@@ -65,6 +93,7 @@ class EmbeddingCache:
         self._lock = threading.Lock()
         self.embeddings = embeddings
         self._model = embedding_name(embeddings)
+        self._here = InProcessEmbedder(embeddings)
         self.computed = 0  # texts the model embedded (the rest came from the cache)
 
     def _key(self, text: str) -> str:
@@ -75,11 +104,11 @@ class EmbeddingCache:
         return self.start(texts)().tolist()
 
     def start(
-        self, texts: Sequence[str], submit: Callable[[list[str]], Future] | None = None
+        self, texts: Sequence[str], embedder: Embedder | None = None
     ) -> Callable[[], np.ndarray]:
-        """Look `texts` up and hand the missing ones to `submit`; call the result for the vectors.
+        """Look `texts` up and hand the missing ones to `embedder`; call the result for the vectors.
 
-        Without `submit` the model embeds them here and now. Finishing caches the new vectors
+        Without `embedder` the model embeds them here and now. Finishing caches the new vectors
         and returns all of them as one float32 array, in the order of `texts`.
         """
         keys = [self._key(t) for t in texts]
@@ -94,7 +123,7 @@ class EmbeddingCache:
                 found.update((k, np.frombuffer(v, dtype=np.float32)) for k, v in rows)
         missing = [i for i, k in enumerate(keys) if k not in found]
         todo = [texts[i] for i in missing]
-        pending = (submit or self._now)(todo) if missing else None
+        pending = (embedder or self._here).submit(todo) if missing else None
 
         def finish() -> np.ndarray:
             if pending is not None:
@@ -111,11 +140,6 @@ class EmbeddingCache:
             return np.stack([found[k] for k in keys])
 
         return finish
-
-    def _now(self, texts: list[str]) -> Future:
-        done: Future = Future()
-        done.set_result(self.embeddings.embed_documents(texts))
-        return done
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import chatbot.embeddings as embeddings_module
+from chatbot.embedding_process import EmbeddingProcess
 from chatbot.embeddings import MiniLMEmbeddings, _balanced_chunks, default_model_dir
 from chatbot.errors import EmbeddingError
 
@@ -154,7 +155,7 @@ def test_batches_are_balanced_by_tokens_for_the_threads():
 
 
 def test_a_child_process_gives_the_same_vectors_in_order_then_exits(emb, reference):
-    child = emb.process()
+    child = EmbeddingProcess(emb.model_dir, emb.threads)
     try:
         first = child.submit(reference["sentences"])  # queued before the first is answered
         second = child.submit(["short", reference["sentences"][0]])
@@ -168,7 +169,7 @@ def test_a_child_process_gives_the_same_vectors_in_order_then_exits(emb, referen
 
 
 def test_a_child_process_reports_bad_input_and_goes_on_serving(emb):
-    child = emb.process()
+    child = EmbeddingProcess(emb.model_dir, emb.threads)
     try:
         with pytest.raises(EmbeddingError, match="Text 1 to embed is a int"):
             child.submit(["fine", 3]).result(timeout=120)
@@ -178,7 +179,7 @@ def test_a_child_process_reports_bad_input_and_goes_on_serving(emb):
 
 
 def test_a_child_process_that_dies_gives_an_error_that_says_so(emb):
-    child = emb.process()
+    child = EmbeddingProcess(emb.model_dir, emb.threads)
     try:
         child.submit(["warm up"]).result(timeout=120)
         os.kill(child.pid, signal.SIGKILL)
