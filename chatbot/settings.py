@@ -1,20 +1,47 @@
-"""Settings, read once from the environment and `.env`; explicit overrides (CLI flags) win."""
+"""Settings, read once from the environment and `.env`; explicit overrides (CLI flags) win.
+
+A frozen dataclass, not pydantic-settings: the variable names (OPENAI_API_KEY beside CHATBOT_*),
+blank meaning unset, a default read from `.env` (XDG_DATA_HOME) and one ConfigError naming the
+variable would each need an override of pydantic-settings, more code than this loader; pydantic's
+SecretStr keeps the API keys out of repr, str and f-strings.
+"""
 
 from __future__ import annotations
 
+import math
 import os
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
 from dotenv import dotenv_values
+from pydantic import SecretStr
 
 from .errors import ConfigError
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 MAX_QUESTION_CHARS = 2000
 DEFAULT_COLLECTION = "summaries"
+# A list question searches top_k + 3 passages, and a search takes at most 100 (options.MAX_K).
+TOP_K_MAX = 97
+_NUMBER = (int, float)
+# For each number: what a valid value is, and the test it passes (nan passes none of them).
+_LIMITS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "top_k": (
+        f"a whole number from 1 to {TOP_K_MAX}, leaving room for the 3 more a list question reads",
+        lambda v: 1 <= v <= TOP_K_MAX,
+    ),
+    "chunk_tokens": ("a number of tokens, at least 1", lambda v: v >= 1),
+    "min_relevance": ("a score from 0 to 1", lambda v: 0 <= v <= 1),
+    "max_question_chars": ("a number of characters, at least 1", lambda v: v >= 1),
+    "timeout": ("a number of seconds above 0", lambda v: 0 < v < math.inf),
+    "max_retries": ("a number of tries, at least 1", lambda v: v >= 1),
+    "context_window": ("a number of tokens, at least 1", lambda v: v >= 1),
+    "max_answer_tokens": ("a number of tokens, at least 1", lambda v: v >= 1),
+    "max_file_mb": ("a size in MB above 0", lambda v: 0 < v < 1e6),
+}
 
 
 def _default_data_dir(env: dict[str, str]) -> Path:
@@ -33,9 +60,9 @@ class Settings:
     embeddings: str = "minilm"
     embedding_model: str = "text-embedding-3-small"
     embedding_base_url: str | None = None
-    embedding_api_key: str | None = field(default=None, repr=False)
+    embedding_api_key: SecretStr | None = None
     model: str = ""
-    openai_api_key: str | None = field(default=None, repr=False)
+    openai_api_key: SecretStr | None = None
     openai_base_url: str | None = None
     top_k: int = 5
     chunk_tokens: int = 200
@@ -88,14 +115,20 @@ class Settings:
                 values[f.name] = _convert(f.name, f.type, raw.strip(), name)
         values.setdefault("data_dir", _default_data_dir(env))
         values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def __post_init__(self) -> None:
+        # Keys given as text (a flag, a test) are wrapped too; folders may start with "~".
+        for key in ("openai_api_key", "embedding_api_key"):
+            value = getattr(self, key)
+            if isinstance(value, str):
+                object.__setattr__(self, key, SecretStr(value) if value else None)
         for key in ("data_dir", "corpus_dir"):
-            values[key] = Path(values.get(key, cls.__dataclass_fields__[key].default)).expanduser()
-        settings = cls(**values)
-        settings.check()
-        return settings
+            object.__setattr__(self, key, Path(getattr(self, key)).expanduser())
+        self.check()
 
     def check(self) -> None:
-        """Reject combinations that cannot work, with the fix in the message."""
+        """Reject values and combinations that cannot work, with the fix in the message."""
         if self.embeddings not in ("minilm", "openai"):
             raise ConfigError(
                 f"CHATBOT_EMBEDDINGS={self.embeddings!r} is not known: use 'minilm' (offline, the "
@@ -106,20 +139,24 @@ class Settings:
                 f"Collection name {self.collection!r} is too short: Chroma needs 3 or more "
                 "characters."
             )
-        if self.top_k < 1:
-            raise ConfigError("CHATBOT_TOP_K must be at least 1.")
-        if not 0 < self.max_file_mb < 1e6:  # also rejects nan and inf
-            raise ConfigError(
-                f"CHATBOT_MAX_FILE_MB={self.max_file_mb:g} must be a size in MB above 0 "
-                "(default: 20)."
-            )
+        for name, (allowed, ok) in _LIMITS.items():
+            value = getattr(self, name)
+            if value is None and name == "context_window":
+                continue
+            if isinstance(value, bool) or not isinstance(value, _NUMBER) or not ok(value):
+                default = self.__dataclass_fields__[name].default
+                raise ConfigError(
+                    f"{self.ENV[name]}={_shown(value)} must be {allowed} (default: "
+                    f"{_shown(default)}); fix it in the environment or .env."
+                )
         if not 0 <= self.chunk_overlap < self.chunk_tokens:
             raise ConfigError(
-                "CHATBOT_CHUNK_OVERLAP must be ≥ 0 and smaller than CHATBOT_CHUNK_TOKENS."
+                f"CHATBOT_CHUNK_OVERLAP={self.chunk_overlap} must be ≥ 0 and smaller than "
+                f"CHATBOT_CHUNK_TOKENS={self.chunk_tokens}."
             )
 
     def with_(self, **changes: Any) -> Settings:
-        """A copy with some fields changed (None values are ignored)."""
+        """A checked copy with some fields changed (None values are ignored)."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     @property
@@ -161,6 +198,10 @@ def safe_url(url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
 
 
+def _shown(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def _convert(name: str, type_: Any, raw: str, env_name: str | None) -> Any:
     kind = str(type_)
     try:
@@ -169,7 +210,8 @@ def _convert(name: str, type_: Any, raw: str, env_name: str | None) -> Any:
         if kind.startswith("float"):
             return float(raw)
     except ValueError as e:
+        number = "a whole number" if kind.startswith("int") else "a number"
         raise ConfigError(
-            f"{env_name}={raw!r} is not a number; fix it in the environment or .env."
+            f"{env_name}={raw!r} is not {number}; fix it in the environment or .env."
         ) from e
     return raw

@@ -45,3 +45,49 @@ def test_bad_settings_say_how_to_fix_them(monkeypatch, tmp_path, name, value, wo
     monkeypatch.setenv(name, value)
     with pytest.raises(ConfigError, match=words):
         Settings.load(env_file=None, data_dir=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("CHATBOT_TIMEOUT", "0"),
+        ("CHATBOT_TIMEOUT", "-5"),
+        ("CHATBOT_TIMEOUT", "nan"),
+        ("CHATBOT_MAX_RETRIES", "0"),
+        ("CHATBOT_TOP_K", "0"),
+        ("CHATBOT_TOP_K", "98"),
+        ("CHATBOT_CHUNK_TOKENS", "0"),
+        ("CHATBOT_MIN_RELEVANCE", "1.5"),
+        ("CHATBOT_MIN_RELEVANCE", "nan"),
+        ("CHATBOT_MAX_QUESTION_CHARS", "0"),
+        ("CHATBOT_CONTEXT_WINDOW", "0"),
+        ("CHATBOT_MAX_ANSWER_TOKENS", "-1"),
+        ("CHATBOT_MAX_FILE_MB", "0"),
+    ],
+)
+def test_a_number_out_of_range_is_refused_naming_the_variable(monkeypatch, tmp_path, name, value):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError, match=f"{name}={value}") as info:
+        Settings.load(env_file=None, data_dir=tmp_path)
+    assert "must be" in str(info.value), f"the message says what is allowed: {info.value}"
+
+
+def test_top_k_leaves_room_for_the_three_extra_passages_of_a_list_question(tmp_path):
+    assert Settings.load(env_file=None, data_dir=tmp_path, top_k=97).top_k == 97
+    with pytest.raises(ConfigError, match="from 1 to 97"):
+        Settings.load(env_file=None, data_dir=tmp_path, top_k=98)
+
+
+def test_a_changed_copy_is_checked_too(tmp_path):
+    s = Settings.load(env_file=None, data_dir=tmp_path)
+    assert s.with_(top_k=9).top_k == 9
+    with pytest.raises(ConfigError, match="CHATBOT_TIMEOUT"):
+        s.with_(timeout=0)
+
+
+def test_the_keys_never_show_as_text(monkeypatch, tmp_path):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-SECRET")
+    s = Settings.load(env_file=None, data_dir=tmp_path, embedding_api_key="sk-EMBED")
+    shown = [str(s.openai_api_key), f"{s.embedding_api_key}", repr(s), str(vars(s))]
+    assert not any("sk-SECRET" in t or "sk-EMBED" in t for t in shown), shown
+    assert s.openai_api_key.get_secret_value() == "sk-SECRET"
