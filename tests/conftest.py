@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
+# The seed summaries, the ICML abstracts and the dev questions, kept beside the repository.
+SHARED = Path(os.environ.get("SHARED_DIR") or ROOT.parent / "shared")
 CORPUS = ROOT / "corpus"
 
 # Tests never touch the user's data directory, a real API or a developer's .env.
@@ -19,6 +20,15 @@ for name in list(os.environ):
     if name.startswith("CHATBOT_"):
         del os.environ[name]
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+
+def needs_shared(*parts: str) -> pytest.MarkDecorator:
+    """Skip a test, saying why, when the file of the shared folder it reads is absent."""
+    path = SHARED.joinpath(*parts)
+    return pytest.mark.skipif(
+        not path.exists(),
+        reason=f"{path} is absent: the test reads the shared data folder (../shared or SHARED_DIR)",
+    )
 
 
 @pytest.fixture(scope="session")

@@ -17,9 +17,11 @@ from chatbot import Chatbot, Settings, StoreError
 from chatbot.cli import main
 from chatbot.records import Fields
 
+from .conftest import SHARED, needs_shared
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMA = Path(sys.executable).with_name("chroma")
-ABSTRACTS = ROOT.parent / "shared" / "data" / "icml_2020_2023_abstracts.jsonl"
+ABSTRACTS = SHARED / "data" / "icml_2020_2023_abstracts.jsonl"
 HOPFIELD = "Which theory links Transformers to modern Hopfield networks?"
 
 
@@ -106,9 +108,8 @@ def test_incremental_reingest_on_the_server(remote, tmp_path):
     assert (report.removed, report.updated, report.unchanged) == (1, 1, 18), report
 
 
+@needs_shared("data", ABSTRACTS.name)
 def test_filters_on_the_server(remote, tmp_path):
-    if not ABSTRACTS.is_file():
-        pytest.skip(f"{ABSTRACTS} is not there")
     lines = ABSTRACTS.read_text(encoding="utf-8").splitlines()
     path = tmp_path / "few.jsonl"
     path.write_text("\n".join(lines[:15] + lines[-15:]) + "\n")

@@ -16,8 +16,9 @@ from chatbot.cli import main
 from chatbot.options import parse_where
 from chatbot.records import Fields
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-ABSTRACTS = SHARED_DATA / "icml_2020_2023_abstracts.jsonl"
+from .conftest import SHARED
+
+ABSTRACTS = SHARED / "data" / "icml_2020_2023_abstracts.jsonl"
 PER_YEAR = 60
 FIELDS = Fields(id="id", title="", text="title")
 

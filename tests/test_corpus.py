@@ -9,7 +9,7 @@ import yaml
 
 from chatbot.corpus import Splitter, load_documents, read_document
 
-from .conftest import CORPUS, SHARED
+from .conftest import CORPUS, SHARED, needs_shared
 
 SEED = SHARED / "seeds" / "000_7c5b070356fd949a.txt"
 
@@ -28,6 +28,8 @@ def high_confidence() -> dict[int, tuple[str, str]]:
     return rows
 
 
+@needs_shared("seeds", SEED.name)
+@needs_shared("data", "seed_papers.md")
 def test_corpus_holds_each_seed_summary_verbatim_with_front_matter():
     files = sorted(CORPUS.glob("*.md"))
     paragraphs = seed_paragraphs()

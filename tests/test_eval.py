@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -11,7 +10,9 @@ from chatbot.cli import main
 from chatbot.errors import QuestionError
 from chatbot.evaluate import evaluate, load_questions
 
-DEV = Path(__file__).resolve().parents[2] / "shared" / "eval" / "dev_seed.jsonl"
+from .conftest import SHARED
+
+DEV = SHARED / "eval" / "dev_seed.jsonl"
 
 
 @pytest.fixture(scope="module")

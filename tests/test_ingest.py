@@ -20,7 +20,7 @@ from chatbot.embeddings import MiniLMEmbeddings
 from chatbot.ingest import BATCH
 from chatbot.store import embed_text, to_passage
 
-from .conftest import CORPUS, ROOT, SHARED
+from .conftest import CORPUS, ROOT, SHARED, needs_shared
 from .helpers import cli_env, run_cli
 
 
@@ -142,6 +142,7 @@ def _interrupt_after(proc, data, vectors: int, sig) -> tuple[int, str, list[int]
 
 
 @pytest.mark.slow
+@needs_shared("data", "icml_2020_2023_abstracts.jsonl")
 def test_interrupted_ingest_is_completed_by_the_next_without_duplicates(tmp_path):
     corpus, data = tmp_path / "abstracts", tmp_path / "data"
     # About 1,100 passages: the second run, too, has enough left to embed in a child process.
