@@ -15,16 +15,18 @@ if TYPE_CHECKING:
         QuestionError,
         StoreError,
     )
-    from .qa import Answer, AnswerStream, Chatbot, Citation
+    from .pipeline import AnswerStream
+    from .qa import Chatbot
     from .settings import Settings
+    from .types import Answer, Citation
 
 # Imported on first use: the embedding child process imports `chatbot.embeddings` and would
 # otherwise pay 2 s for LangChain's chat-model modules it never uses.
 _EXPORTS = {
-    "Answer": ".qa",
-    "AnswerStream": ".qa",
+    "Answer": ".types",
+    "AnswerStream": ".pipeline",
     "Chatbot": ".qa",
-    "Citation": ".qa",
+    "Citation": ".types",
     "Settings": ".settings",
     **dict.fromkeys(
         [

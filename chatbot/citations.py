@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+
+from .types import Citation, Passage
 
 _MARKER = re.compile(r"\s*\[(\d+(?:\s*[,;]\s*\d+)*)\]")
 # The longest unfinished marker worth holding back while streaming, e.g. "[12, 13, 14".
@@ -32,6 +34,16 @@ def cited(text: str) -> list[int]:
             if int(x) not in seen:
                 seen.append(int(x))
     return seen
+
+
+def cite(text: str, passages: Sequence[Passage]) -> list[Citation]:
+    """The passages `text` cites, numbered as in the prompt (from 1), in the prompt's order."""
+    named = set(cited(text))
+    return [
+        Citation(n, p.doc_id, p.title, p.text, p.score, dict(p.metadata))
+        for n, p in enumerate(passages, 1)
+        if n in named
+    ]
 
 
 def clean_stream(pieces: Iterable[str], valid: set[int]) -> Iterator[str]:

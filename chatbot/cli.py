@@ -27,7 +27,7 @@ def _settings(args: argparse.Namespace):
     )
 
 
-# Commands after which, unless they wrote to the index, the process may skip interpreter
+# Commands after which, unless they changed the index, the process may skip interpreter
 # teardown (an unchanged re-ingest writes nothing).
 READ_ONLY = frozenset({"ask", "retrieve", "info", "ingest"})
 _bots: list[Any] = []
@@ -332,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run() -> Any:
     """Console-script wrapper."""
     code = main()
-    if _command in READ_ONLY and not any(bot.wrote for bot in _bots):
+    if _command in READ_ONLY and not any(bot.index_changed for bot in _bots):
         # Tearing down chromadb, langchain and numpy takes most of a second and there is
         # nothing to save when nothing was written: leave at once.
         sys.stdout.flush()

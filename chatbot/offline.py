@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
@@ -222,6 +222,8 @@ class OfflineChatModel(BaseChatModel):
 
     model_name: str = "offline"
     chunk_words: int = 1
+    # It reads any prompt whole and costs nothing: no context window to fit, no tokens to count.
+    counts_tokens: ClassVar[bool] = False
 
     @property
     def _llm_type(self) -> str:

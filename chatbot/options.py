@@ -1,4 +1,4 @@
-"""What a question may ask of the search, `k` and a `where` filter, checked before it is run.
+"""What a question may ask: its text and history, `k` and a `where` filter, checked before use.
 
 Chroma answers a bad filter with a bare `ValueError`, or with nothing at all (a field no document
 has, a number compared with text): these checks turn each case into one `OptionError` that names
@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .errors import ChatbotError, OptionError
+from .errors import ChatbotError, OptionError, QuestionError
 
 MAX_K = 100  # passages per search; far more than a prompt holds, enough for `chatbot retrieve`
 # Chroma stores integers in 64 bits; a larger one matches nothing or fails.
@@ -30,6 +30,8 @@ _OPERATORS = {
     "$not_contains",
 }
 _ORDERING = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+# Lone surrogates: how Python keeps the bytes of input that was not valid UTF-8.
+_UNDECODED = re.compile("[\ud800-\udfff]")
 
 
 def check_k(k: Any) -> None:
@@ -71,6 +73,32 @@ def check_where(where: dict | None) -> None:
         values = value if op in ("$in", "$nin") and isinstance(value, list) else [value]
         for v in values:
             _check_value(key, op, v)
+
+
+def check_question(question: Any, history: Any, max_chars: int) -> None:
+    """Raise QuestionError for an empty or over-long question, or a malformed history turn."""
+    if not isinstance(question, str) or not question.strip():
+        raise QuestionError("The question is empty: type a question about the papers.")
+    if len(question) > max_chars:
+        raise QuestionError(
+            f"The question is {len(question)} characters long; the limit is {max_chars} "
+            "(CHATBOT_MAX_QUESTION_CHARS). Shorten it."
+        )
+    for turn in history:
+        if (
+            not isinstance(turn, dict)
+            or turn.get("role") not in ("user", "assistant")
+            or not isinstance(turn.get("content"), str)
+        ):
+            raise QuestionError(
+                'Each history turn must be {"role": "user" or "assistant", "content": str}.'
+            )
+    for text in (question, *(turn["content"] for turn in history)):
+        if bad := _UNDECODED.search(text):
+            raise QuestionError(
+                f"The text holds a byte that is not UTF-8 (at character {bad.start() + 1}): "
+                "decode the input as UTF-8, replacing what cannot be decoded."
+            )
 
 
 def _check_value(key: str, op: str, value: Any) -> None:

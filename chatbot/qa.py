@@ -1,97 +1,24 @@
-"""The question-answering pipeline and the public `Chatbot` API."""
+"""The public `Chatbot` API: builds its parts on first use, indexes, answers, describes itself.
+
+Answering is `pipeline.answer_stream`; this class holds what the steps need (settings, store,
+retriever, chat model) and the lock that keeps two ingests of one bot apart.
+"""
 
 from __future__ import annotations
 
-import re
 import threading
-import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, HumanMessage
-from langchain_core.output_parsers import StrOutputParser
-from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 
-from . import citations
-from .corpus import Document, Passage
-from .errors import ChatbotError, ModelError, QuestionError, StoreError
-from .keyword import asks_for_list
-from .prompts import NO_ANSWER, escape, format_history, format_passages, load_prompts
+from .errors import StoreError
+from .pipeline import AnswerStream, History, answer_stream, check
 from .settings import DEFAULT_COLLECTION, Settings
+from .types import Answer, Citation, Document, Passage
 
-History = Sequence[dict[str, str]]
-# Lone surrogates: how Python keeps the bytes of input that was not valid UTF-8.
-_UNDECODED = re.compile("[\ud800-\udfff]")
-
-
-@dataclass(frozen=True)
-class Citation:
-    """A passage the answer cites as `[n]`."""
-
-    n: int
-    doc_id: str
-    title: str
-    text: str
-    score: float
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def url(self) -> str | None:
-        """Link to the paper, when the document has one."""
-        return self.metadata.get("url")
-
-    @property
-    def paper(self) -> str | None:
-        """The paper's own title, when known."""
-        return self.metadata.get("paper")
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON shape used by the CLI and the UI."""
-        return {
-            "n": self.n,
-            "doc_id": self.doc_id,
-            "title": self.title,
-            "text": self.text,
-            "score": self.score,
-            "paper": self.paper,
-            "url": self.url,
-        }
-
-
-@dataclass(frozen=True)
-class Answer:
-    """An answer with the passages it cites, and how it was produced."""
-
-    question: str
-    text: str
-    citations: list[Citation]
-    abstained: bool
-    standalone_question: str
-    passages: list[Passage] = field(default_factory=list)  # shown to the model, best first
-    usage: dict[str, int] = field(default_factory=dict)
-    timings: dict[str, float] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        """`{"answer", "abstained", "citations": [...]}`, as `chatbot ask --json` prints it."""
-        return {
-            "answer": self.text,
-            "abstained": self.abstained,
-            "citations": [c.to_dict() for c in self.citations],
-        }
-
-
-class AnswerStream:
-    """Iterates over the answer's text pieces; `.answer` holds the full Answer once done."""
-
-    def __init__(self, pieces: Iterator[str]) -> None:
-        self._pieces = pieces
-        self.answer: Answer | None = None
-
-    def __iter__(self) -> Iterator[str]:
-        return self._pieces
+__all__ = ["Answer", "AnswerStream", "Chatbot", "Citation"]
 
 
 class Chatbot:
@@ -109,7 +36,7 @@ class Chatbot:
         self._store = None
         self._retriever = None
         self._ready = False
-        self.wrote = False  # True once this bot has written to the index
+        self._changed = False
         self._lock = threading.Lock()
 
     # -- components, created on first use so `Chatbot()` itself is instant ---------------------
@@ -141,6 +68,11 @@ class Chatbot:
             self._llm = make_chat_model(self.settings)
         return self._llm
 
+    @property
+    def index_changed(self) -> bool:
+        """Whether this bot wrote to the index: an ingest changed or moved something, or stopped."""
+        return self._changed
+
     # -- indexing ------------------------------------------------------------------------------
 
     def ingest(
@@ -164,8 +96,8 @@ class Chatbot:
         roots = list(paths) if paths else [self.settings.corpus_dir]
         docs, problems = load_documents(roots, fields, self.settings.max_file_bytes)
         with self._lock:
-            # Counted as a write until it is known that nothing changed (also when interrupted).
-            wrote_before, self.wrote = self.wrote, True
+            # Counted as a change until it is known that nothing changed (also when interrupted).
+            changed_before, self._changed = self._changed, True
             if rebuild:
                 from .store import Store
 
@@ -175,7 +107,7 @@ class Chatbot:
             report = sync(
                 self.store, splitter, docs, roots, problems, progress=progress, replace=replace
             )
-            self.wrote = wrote_before or rebuild or report.changed or bool(report.relocated)
+            self._changed = changed_before or rebuild or report.changed or bool(report.relocated)
             if report.changed or rebuild:
                 self.retriever.rebuild_keyword_index()
             else:
@@ -206,7 +138,7 @@ class Chatbot:
         self, question: str, k: int | None = None, where: dict | None = None
     ) -> list[Passage]:
         """The `k` passages that best match `question`, best first."""
-        self._check(question, [], k, where)
+        check(question, [], k, where, self.settings)
         self.ensure_index()
         return self.retriever.search(question, k, where).passages
 
@@ -219,11 +151,7 @@ class Chatbot:
         where: dict | None = None,
     ) -> Answer:
         """Answer `question` from the corpus, with `[n]` citations."""
-        stream = self.stream(question, history, k=k, where=where)
-        for _ in stream:
-            pass
-        assert stream.answer is not None
-        return stream.answer
+        return self.stream(question, history, k=k, where=where).result()
 
     def stream(
         self,
@@ -234,200 +162,7 @@ class Chatbot:
         where: dict | None = None,
     ) -> AnswerStream:
         """Answer `question` piece by piece; the stream's `.answer` is set when it ends."""
-        history = list(history or [])
-        self._check(question, history, k, where)
-        self.ensure_index()
-        from .llm import UsageTracker
-
-        timings: dict[str, float] = {}
-        started = time.perf_counter()
-        # Adds up the tokens of every model call made for this question (the offline model
-        # costs nothing, and counting would load a tokenizer for no one).
-        tracker = None if self._offline else UsageTracker(self.settings.model_name)
-        standalone = self._standalone(question.strip(), history, tracker)
-        timings["condense"] = time.perf_counter() - started
-        t = time.perf_counter()
-        if k is None and asks_for_list(standalone):
-            # A question about several works needs more than the usual handful of passages.
-            k = self.settings.top_k + 3
-        found = self.retriever.search(standalone, k, where)
-        timings["retrieve"] = time.perf_counter() - t
-        stream = AnswerStream(iter(()))
-        # The passages the model is shown: the budget may leave the lowest-ranked ones out.
-        shown = list(found.passages)
-
-        def finish(text: str) -> None:
-            timings["total"] = time.perf_counter() - started
-            stream.answer = self._answer(question, standalone, text, shown, timings, tracker)
-
-        if not found.relevant:
-            # Nothing relevant: say so without asking the model to invent something.
-            def abstain() -> Iterator[str]:
-                yield NO_ANSWER
-                finish(NO_ANSWER)
-
-            stream._pieces = abstain()
-            return stream
-
-        def generate() -> Iterator[str]:
-            t0 = time.perf_counter()
-            parts: list[str] = []
-            for piece in self._generate(standalone, shown, history, tracker):
-                parts.append(piece)
-                yield piece
-            timings["generate"] = time.perf_counter() - t0
-            text = "".join(parts).strip()
-            if not text:
-                raise ModelError("The model returned an empty answer; try again or another model.")
-            finish(text)
-
-        stream._pieces = generate()
-        return stream
-
-    # -- pieces of the pipeline ----------------------------------------------------------------
-
-    @property
-    def _offline(self) -> bool:
-        from .offline import OfflineChatModel
-
-        return isinstance(self.llm, OfflineChatModel)
-
-    def _fit(self, render, passages, history, budget, **kwargs):
-        """Trim passages, then turns, to the model's context window (the offline model has none)."""
-        from .budget import Fitted, fit
-
-        if self._offline:
-            return Fitted(list(passages), list(history), 0, 0, 0)
-        return fit(render, passages, history, budget, **kwargs)
-
-    def _check(self, question: str, history: History, k=None, where=None) -> None:
-        from .options import check_k, check_where
-
-        if not isinstance(question, str) or not question.strip():
-            raise QuestionError("The question is empty: type a question about the papers.")
-        limit = self.settings.max_question_chars
-        if len(question) > limit:
-            raise QuestionError(
-                f"The question is {len(question)} characters long; the limit is {limit} "
-                "(CHATBOT_MAX_QUESTION_CHARS). Shorten it."
-            )
-        for turn in history:
-            if (
-                not isinstance(turn, dict)
-                or turn.get("role") not in ("user", "assistant")
-                or not isinstance(turn.get("content"), str)
-            ):
-                raise QuestionError(
-                    'Each history turn must be {"role": "user" or "assistant", "content": str}.'
-                )
-        for text in (question, *(turn["content"] for turn in history)):
-            if bad := _UNDECODED.search(text):
-                raise QuestionError(
-                    f"The text holds a byte that is not UTF-8 (at character {bad.start() + 1}): "
-                    "decode the input as UTF-8, replacing what cannot be decoded."
-                )
-        check_k(k)
-        check_where(where)
-
-    def _chain(self, name: str):
-        prompts = load_prompts()
-        if name == "condense":
-            template = ChatPromptTemplate.from_messages([("human", prompts.condense)])
-        else:
-            template = ChatPromptTemplate.from_messages(
-                [
-                    ("system", prompts.system),
-                    MessagesPlaceholder("history"),
-                    ("human", prompts.answer),
-                ]
-            )
-        return template | self.llm | StrOutputParser()
-
-    def _standalone(self, question: str, history: History, tracker) -> str:
-        from .budget import Budget
-
-        if not any(t["role"] == "user" for t in history):
-            return question
-        chain = self._chain("condense")
-        # A long conversation loses its oldest turns first to fit the context window.
-        fitted = self._fit(
-            lambda _, turns: chain.first.format_messages(
-                history=format_history(turns), question=escape(question)
-            ),
-            [],
-            history,
-            Budget.for_settings(self.settings),
-            size=lambda turn: turn["content"],
-            keep_passages=0,
-        )
-        try:
-            out = chain.invoke(
-                {"history": format_history(fitted.history), "question": escape(question)},
-                config={"callbacks": [tracker] if tracker else []},
-            )
-        except ChatbotError:
-            raise
-        except Exception as e:
-            raise ModelError(f"The model failed to rewrite the follow-up question: {e}") from e
-        out = out.strip().strip('"').strip()
-        return out or question
-
-    def _generate(
-        self, question: str, passages: list[Passage], history: History, tracker
-    ) -> Iterator[str]:
-        """Stream the answer; `passages` is cut down in place to those the prompt had room for."""
-        from .budget import Budget
-
-        kinds = {"user": HumanMessage, "assistant": AIMessage}
-        messages = [kinds[t["role"]](escape(t["content"])) for t in history]
-        chain = self._chain("answer")
-        fixed = {"question": escape(question), "no_answer": NO_ANSWER}
-        # The lowest-ranked passages go first, then the oldest turns, until the prompt fits.
-        fitted = self._fit(
-            lambda ps, turns: chain.first.format_messages(
-                passages=format_passages(ps), history=turns, **fixed
-            ),
-            passages,
-            messages,
-            Budget.for_settings(self.settings),
-            size=lambda x: x.text if isinstance(x, Passage) else str(x.content),
-        )
-        passages[:] = fitted.passages
-        inputs = {**fixed, "passages": format_passages(fitted.passages), "history": fitted.history}
-        # Only the passages the model was shown may be cited.
-        shown = set(range(1, len(fitted.passages) + 1))
-        try:
-            raw = chain.stream(inputs, config={"callbacks": [tracker] if tracker else []})
-            yield from citations.clean_stream(raw, shown)
-        except ChatbotError:
-            raise
-        except Exception as e:
-            raise ModelError(
-                f"The model failed to answer ({e}); check CHATBOT_MODEL and OPENAI_BASE_URL, "
-                "or use the offline model with --model offline."
-            ) from e
-
-    def _answer(
-        self,
-        question: str,
-        standalone: str,
-        text: str,
-        passages: list[Passage],
-        timings: dict[str, float],
-        tracker,
-    ) -> Answer:
-        usage = tracker.usage() if tracker else {}
-        if tracker and tracker.first_token is not None:
-            timings = {**timings, "first_token": tracker.first_token}
-        timings = {k: round(v, 4) for k, v in timings.items()}
-        if NO_ANSWER.rstrip(".").lower() in text.lower() or not passages:
-            return Answer(question, NO_ANSWER, [], True, standalone, passages, usage, timings)
-        cites = [
-            Citation(n, p.doc_id, p.title, p.text, p.score, dict(p.metadata))
-            for n, p in enumerate(passages, 1)
-            if n in citations.cited(text)
-        ]
-        return Answer(question, text, cites, False, standalone, passages, usage, timings)
+        return answer_stream(self, question, history, k=k, where=where)
 
     def documents(self) -> list[Document]:
         """The indexed documents, each rebuilt from its passages, sorted by id."""

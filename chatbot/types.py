@@ -1,4 +1,4 @@
-"""Value types shared across the package: documents, their passages, and what could not be read."""
+"""Value types shared across the package: documents, passages, problems, answers and citations."""
 
 from __future__ import annotations
 
@@ -49,3 +49,59 @@ class Passage:
     text: str
     score: float = 0.0
     metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Citation:
+    """A passage the answer cites as `[n]`."""
+
+    n: int
+    doc_id: str
+    title: str
+    text: str
+    score: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str | None:
+        """Link to the paper, when the document has one."""
+        return self.metadata.get("url")
+
+    @property
+    def paper(self) -> str | None:
+        """The paper's own title, when known."""
+        return self.metadata.get("paper")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape used by the CLI and the UI."""
+        return {
+            "n": self.n,
+            "doc_id": self.doc_id,
+            "title": self.title,
+            "text": self.text,
+            "score": self.score,
+            "paper": self.paper,
+            "url": self.url,
+        }
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answer with the passages it cites, and how it was produced."""
+
+    question: str
+    text: str
+    citations: list[Citation]
+    abstained: bool
+    standalone_question: str
+    passages: list[Passage] = field(default_factory=list)  # shown to the model, best first
+    usage: dict[str, int] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """`{"answer", "abstained", "citations": [...]}`, as `chatbot ask --json` prints it."""
+        return {
+            "answer": self.text,
+            "abstained": self.abstained,
+            "citations": [c.to_dict() for c in self.citations],
+        }

@@ -118,6 +118,33 @@ def test_streamed_pieces_make_up_the_answer(bot):
     assert stream.answer.citations and stream.answer.timings["retrieve"] > 0
 
 
+def test_a_stream_read_again_replays_its_answer_and_result_reads_to_the_end(bot):
+    stream = bot.stream("Why are deep ensembles described as an illusion?")
+    first = next(iter(stream))
+    assert stream.answer is None, "no answer before the last piece"
+    answer = stream.result()
+    again = list(stream)
+    assert again[0] == first and "".join(again).strip() == answer.text, (
+        f"reading the stream again should replay the whole answer, got {again[:3]}…"
+    )
+    assert stream.text() == answer.text and stream.answer is answer
+
+
+def test_index_changed_says_whether_the_bot_wrote_to_the_index(data_dir, tmp_path):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "n.md").write_text("---\nid: n\ntitle: A note\n---\nSparse attention saves memory.")
+    asking = Chatbot(Settings.load(env_file=None, data_dir=data_dir))
+    asking.ask("What is optimal transport?")
+    assert not asking.index_changed, "answering a question writes nothing"
+    unchanged = Chatbot(Settings.load(env_file=None, data_dir=data_dir))
+    unchanged.ingest()
+    assert not unchanged.index_changed, "an ingest of unchanged files writes nothing"
+    adding = Chatbot(Settings.load(env_file=None, data_dir=data_dir))
+    adding.ingest([notes])
+    assert adding.index_changed, "an ingest that adds a document changes the index"
+
+
 def test_documents_are_the_indexed_texts_with_their_titles_sources_and_links(bot):
     import re
 
