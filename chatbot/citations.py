@@ -1,4 +1,4 @@
-"""`[n]` markers: keep those that name a retrieved passage, drop the rest, also while streaming."""
+"""`[n]` markers: those naming a shown passage are kept (also while streaming) and cited."""
 
 from __future__ import annotations
 
