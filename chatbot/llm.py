@@ -1,8 +1,9 @@
-"""Chat models by name: the offline model, or any OpenAI-compatible server through ChatOpenAI.
+"""Chat models by name: the offline model, or any OpenAI-compatible server.
 
-The real model is `ChatOpenAI` with its own retries switched off: this module retries timeouts,
-429 and 5xx itself (a stream only before its first token), so the number of tries and the message
-a user finally sees are ours, and it translates `openai` errors into `ModelError` at the edge.
+`OpenAICompatibleChat` is a LangChain chat model of our own that sends each call through a
+`ChatOpenAI` (built on first use: `langchain_openai` takes seconds to import) by its public
+`generate`/`stream`. It retries timeouts, 429, 5xx and streams that fail before their first token,
+refuses a stream that stops before its end, and translates `openai` errors into `ModelError`.
 """
 
 from __future__ import annotations
@@ -11,15 +12,16 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable
-from functools import lru_cache
+from collections.abc import Callable, Iterator
 from typing import Any
 from uuid import UUID
 
+import httpx2
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
-from langchain_core.outputs import LLMResult
+from langchain_core.outputs import ChatGenerationChunk, ChatResult, LLMResult
+from pydantic import Field, PrivateAttr, SecretStr
 
 from .errors import ModelError
 from .settings import Settings, safe_url
@@ -30,145 +32,212 @@ OPENAI_URL = "https://api.openai.com/v1"
 # Waits between tries: doubling from BACKOFF seconds, never longer than MAX_BACKOFF.
 BACKOFF = 0.5
 MAX_BACKOFF = 8.0
-_sleep = time.sleep  # tests replace it to see the waits
 
 
-def make_chat_model(settings: Settings) -> BaseChatModel:
-    """The chat model the settings name; the offline one when no real model is configured."""
+def make_chat_model(
+    settings: Settings, *, sleep: Callable[[float], None] = time.sleep
+) -> BaseChatModel:
+    """The chat model the settings name; the offline one when no real model is configured.
+
+    `sleep` waits between tries of a real model (tests pass one that records the waits).
+    """
     if settings.uses_offline_model:
         from .offline import OfflineChatModel
 
         return OfflineChatModel()
-    return _openai_chat_class()(
-        model=settings.model_name,
-        api_key=settings.openai_api_key or "not-needed",
+    return OpenAICompatibleChat(
+        model_name=settings.model_name,
+        api_key=settings.openai_api_key or SecretStr("not-needed"),
         base_url=settings.openai_base_url,
         timeout=settings.timeout,
-        max_retries=0,
         tries=max(1, settings.max_retries),
-        server=safe_url(settings.openai_base_url or OPENAI_URL),
         max_tokens=settings.max_answer_tokens,
-        temperature=0,
-        # Servers other than OpenAI send usage in the last chunk only when asked to.
-        stream_usage=True,
-        # Other servers speak Chat Completions only, never the Responses API.
-        use_responses_api=False,
+        sleep=sleep,
     )
 
 
-@lru_cache(maxsize=1)
-def _openai_chat_class() -> type[BaseChatModel]:
-    # langchain_openai takes seconds to import: only pay for it when a real model is used.
-    from langchain_openai import ChatOpenAI
-    from openai._streaming import SSEDecoder
-    from pydantic import model_validator
+class OpenAICompatibleChat(BaseChatModel):
+    """A model on an OpenAI-compatible server, with bounded retries and errors a user can act on.
 
-    class _EndCheckingDecoder(SSEDecoder):
-        """Server-sent events, ending in `StreamCut` when the stream stops before its end."""
+    Retries are this class's, not the openai client's (`max_retries=0`): the client cannot retry
+    a stream whose first event is an error or that closes before its first token (tests
+    test_failure_before_the_first_token_of_a_stream_is_retried and
+    test_a_stream_closed_before_its_first_token_is_tried_again), and a second retry layer would
+    multiply the tries and the wait that "did not answer after N tries" reports.
+    """
 
-        def iter_bytes(self, iterator):
-            started = ended = False
-            for event in super().iter_bytes(iterator):
-                started, ended = True, ended or _ends_stream(event.data)
-                yield event
-            # A body with no events at all is not a stream: `_stream` says so in its own words.
-            if started and not ended:
-                raise StreamCut("the connection closed before the end of the answer")
+    model_name: str
+    api_key: SecretStr = SecretStr("not-needed")
+    base_url: str | None = None
+    timeout: float = 60.0
+    tries: int = 3
+    max_tokens: int = 512
+    sleep: Callable[[float], None] = Field(default=time.sleep, exclude=True, repr=False)
+    _client: Any = PrivateAttr(default=None)
 
-    class OpenAICompatibleChat(ChatOpenAI):
-        """ChatOpenAI that retries with bounded backoff and raises `ModelError` when it gives up."""
+    @property
+    def _llm_type(self) -> str:
+        return "openai-compatible"
 
-        tries: int = 3
-        server: str = OPENAI_URL
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model_name": self.model_name, "server": self.server}
 
-        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
-            for attempt in range(1, self.tries + 1):
-                try:
-                    result = super()._generate(messages, stop, run_manager, **kwargs)
-                except Exception as e:
-                    self._after_failure(e, attempt)
-                    continue
-                if not result.generations:
-                    raise ModelError(f"The model server at {self.server} sent no choices.")
-                if _finish_reason(result.generations[0]) == "length":
-                    raise ModelError(self._token_limit_message("reply"))
-                return result
-            raise AssertionError("unreachable")  # pragma: no cover
+    @property
+    def server(self) -> str:
+        """The server's URL as shown to users (no credentials)."""
+        return safe_url(self.base_url or OPENAI_URL)
 
-        def _stream(self, messages, stop=None, run_manager=None, **kwargs):
-            for attempt in range(1, self.tries + 1):
-                started = received = False
-                finish = None
-                try:
-                    for chunk in super()._stream(messages, stop, run_manager, **kwargs):
-                        started = started or bool(chunk.text)
-                        received = True
-                        finish = _finish_reason(chunk) or finish
-                        yield chunk
-                except Exception as e:
-                    if started:
-                        # Part of the answer is on the user's screen: trying again would repeat it.
-                        raise _translate(e, self, attempt, cut=True) from _cause(e, self)
-                    self._after_failure(e, attempt)
-                    continue
-                if not received:
-                    raise ModelError(
-                        f"The model server at {self.server} sent a reply that is not a chat "
-                        "completion stream: check that OPENAI_BASE_URL points to an "
-                        "OpenAI-compatible /v1 endpoint."
-                    )
-                if finish == "length":
-                    raise ModelError(self._token_limit_message("answer"))
-                return
+    def _openai(self) -> BaseChatModel:
+        """The `ChatOpenAI` that makes the requests, built on first use."""
+        if self._client is None:
+            from langchain_openai import ChatOpenAI
 
-        @model_validator(mode="after")
-        def _check_stream_ends(self):
-            # A stream is whole only when the server ends it ([DONE] or a finish_reason); the
-            # openai client takes a closed connection for the end. The client asks this hook
-            # for each stream's decoder.
-            if self.root_client is not None:
-                self.root_client._make_sse_decoder = _EndCheckingDecoder
-            return self
-
-        def _token_limit_message(self, what: str) -> str:
-            return (
-                f"The model server at {self.server} cut the {what} off at the token limit "
-                f"({self.max_tokens} tokens): raise CHATBOT_MAX_ANSWER_TOKENS or ask a "
-                "narrower question."
+            if self.server == OPENAI_URL:
+                tokens: dict[str, Any] = {"max_tokens": self.max_tokens}
+            else:
+                # ChatOpenAI sends `max_completion_tokens`; llama.cpp and Ollama read `max_tokens`.
+                tokens = {"extra_body": {"max_tokens": self.max_tokens}}
+            self._client = ChatOpenAI(
+                model=self.model_name,
+                api_key=self.api_key.get_secret_value(),
+                base_url=self.base_url,
+                timeout=self.timeout,
+                max_retries=0,
+                http_client=_end_checking_client(),
+                temperature=0,
+                # Servers other than OpenAI send usage in the last chunk only when asked to.
+                stream_usage=True,
+                # Other servers speak Chat Completions only, never the Responses API.
+                use_responses_api=False,
+                **tokens,
             )
+        return self._client
 
-        def _get_request_payload(self, input_, *, stop=None, **kwargs):
-            payload = super()._get_request_payload(input_, stop=stop, **kwargs)
-            if self.server != OPENAI_URL and "max_completion_tokens" in payload:
-                # OpenAI renamed the field; llama.cpp and Ollama still read only `max_tokens`.
-                payload["max_tokens"] = payload.pop("max_completion_tokens")
-            return payload
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
+        for attempt in range(1, self.tries + 1):
+            try:
+                # No callbacks inside: this model's own run reports usage and tokens once.
+                result = self._openai().generate([messages], stop=stop, callbacks=[], **kwargs)
+            except Exception as e:
+                self._after_failure(e, attempt)
+                continue
+            generations = result.generations[0] if result.generations else []
+            if not generations:
+                raise ModelError(f"The model server at {self.server} sent no choices.")
+            if _finish_reason(generations[0]) == "length":
+                raise ModelError(self._token_limit_message("reply"))
+            return ChatResult(generations=generations, llm_output=result.llm_output)
+        raise AssertionError("unreachable")  # pragma: no cover
 
-        def _after_failure(self, e: Exception, attempt: int) -> None:
-            """Sleep before the next try, or raise the ModelError that explains `e`."""
-            if isinstance(e, ModelError):
-                raise e
-            if not _retryable(e) or attempt >= self.tries:
-                raise _translate(e, self, attempt) from _cause(e, self)
-            delay = _delay(e, attempt)
-            log.warning(
-                "Model server at %s: %s; trying again in %.1f s (try %d of %d).",
-                self.server,
-                _reason(e),
-                delay,
-                attempt + 1,
-                self.tries,
-            )
-            _sleep(delay)
+    def _stream(self, messages, stop=None, run_manager=None, **kwargs) -> Iterator[Any]:
+        for attempt in range(1, self.tries + 1):
+            shown, finish = False, None
+            try:
+                chunks = self._openai().stream(messages, {"callbacks": []}, stop=stop, **kwargs)
+                for chunk in chunks:
+                    shown = shown or bool(chunk.text)
+                    finish = chunk.response_metadata.get("finish_reason") or finish
+                    yield ChatGenerationChunk(message=chunk)
+            except Exception as e:
+                if shown:
+                    # Part of the answer is on the user's screen: trying again would repeat it.
+                    raise _translate(e, self, attempt, cut=True) from _cause(e, self)
+                self._after_failure(e, attempt)
+                continue
+            if finish == "length":
+                raise ModelError(self._token_limit_message("answer"))
+            return
 
-    return OpenAICompatibleChat
+    def _token_limit_message(self, what: str) -> str:
+        return (
+            f"The model server at {self.server} cut the {what} off at the token limit "
+            f"({self.max_tokens} tokens): raise CHATBOT_MAX_ANSWER_TOKENS or ask a "
+            "narrower question."
+        )
+
+    def _after_failure(self, e: Exception, attempt: int) -> None:
+        """Sleep before the next try, or raise the ModelError that explains `e`."""
+        if isinstance(e, ModelError):
+            raise e
+        if not _retryable(e) or attempt >= self.tries:
+            raise _translate(e, self, attempt) from _cause(e, self)
+        delay = _delay(e, attempt)
+        log.warning(
+            "Model server at %s: %s; trying again in %.1f s (try %d of %d).",
+            self.server,
+            _reason(e),
+            delay,
+            attempt + 1,
+            self.tries,
+        )
+        self.sleep(delay)
 
 
-# -- errors ------------------------------------------------------------------------------------
+# -- a stream must end with [DONE] or a finish_reason --------------------------------------------
 
 
 class StreamCut(Exception):
     """The server closed a stream without [DONE] or a finish_reason: the answer is not whole."""
+
+
+class _EndCheckingStream(httpx2.SyncByteStream):
+    """A response body of server-sent events that raises `StreamCut` if it ends without its end."""
+
+    def __init__(self, inner: httpx2.SyncByteStream) -> None:
+        self.inner = inner
+
+    def __iter__(self) -> Iterator[bytes]:
+        started = ended = False
+        rest = b""
+        for chunk in self.inner:
+            *lines, rest = (rest + chunk).split(b"\n")
+            for data in _event_data(lines):
+                started, ended = True, ended or _ends_stream(data)
+            yield chunk
+        for data in _event_data([rest]):
+            started, ended = True, ended or _ends_stream(data)
+        # A body with no events at all is not a stream: the model says so in its own words.
+        if started and not ended:
+            raise StreamCut("the connection closed before the end of the answer")
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class _EndCheckingTransport(httpx2.HTTPTransport):
+    """HTTP as usual, with each event stream's body checked for its end."""
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = super().handle_request(request)
+        if not response.headers.get("content-type", "").startswith("text/event-stream"):
+            return response
+        return httpx2.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_EndCheckingStream(response.stream),  # type: ignore[arg-type]
+            extensions=response.extensions,
+            request=request,
+        )
+
+
+def _end_checking_client() -> httpx2.Client:
+    """The openai client's HTTP client, with event streams that end in `StreamCut` when cut.
+
+    The openai client takes a closed connection for the end of a stream, and LangChain drops the
+    [DONE] event, so from above a stream ended by [DONE] alone (no finish_reason) looks like a
+    cut one; a transport, httpx's public extension point, sees every byte.
+    """
+    import openai
+
+    return openai.DefaultHttpxClient(transport=_EndCheckingTransport())
+
+
+def _event_data(lines: list[bytes]) -> Iterator[str]:
+    """The `data:` fields among server-sent event lines."""
+    for line in lines:
+        if line.startswith(b"data:"):
+            yield line[5:].strip().decode("utf-8", "replace")
 
 
 def _ends_stream(data: str) -> bool:
@@ -188,8 +257,10 @@ def _finish_reason(generation: Any) -> str | None:
     return (getattr(generation, "generation_info", None) or {}).get("finish_reason")
 
 
+# -- errors ------------------------------------------------------------------------------------
+
+
 def _retryable(e: Exception) -> bool:
-    import httpx2
     import openai
 
     if isinstance(e, openai.APITimeoutError | httpx2.TimeoutException | StreamCut):
@@ -226,7 +297,7 @@ def _reason(e: Exception) -> str:
 
 
 def _secret(model: Any) -> str | None:
-    key = getattr(model, "openai_api_key", None)
+    key = getattr(model, "api_key", None)
     value = key.get_secret_value() if hasattr(key, "get_secret_value") else key
     return value if isinstance(value, str) and len(value) >= 4 else None
 
@@ -257,60 +328,72 @@ def _server_says(e: Exception) -> str:
     return text[:200] + ("…" if len(text) > 200 else "")
 
 
+_CUT = "The model server at {server} stopped in the middle of the answer ({reason}); ask again."
+_GAVE_UP = (
+    "The model server at {server} did not answer after {tries} ({reason}{said}). Check that it "
+    "is running and not overloaded; a slow server needs a larger CHATBOT_TIMEOUT."
+)
+# For an error that is not worth another try: the first `openai` class it is an instance of.
+_REFUSALS = (
+    (
+        "AuthenticationError",
+        "The model server at {server} refused the API key (HTTP 401{said}): check OPENAI_API_KEY.",
+    ),
+    (
+        "PermissionDeniedError",
+        "The model server at {server} does not allow this request (HTTP 403{said}): "
+        "check OPENAI_API_KEY and that it may use the model {name!r}.",
+    ),
+    (
+        "NotFoundError",
+        "The model server at {server} does not know the model {name!r} or the URL is wrong "
+        "(HTTP 404{said}): check CHATBOT_MODEL, and that OPENAI_BASE_URL ends in /v1.",
+    ),
+    (
+        "APIConnectionError",
+        "Cannot connect to the model server at {server} ({connection}): "
+        "check that it is running and that OPENAI_BASE_URL is right.",
+    ),
+    (
+        "BadRequestError",
+        "The model server at {server} rejected the request (HTTP 400{said}).{hint}",
+    ),
+    ("APIStatusError", "The model server at {server} answered HTTP {status}{said}."),
+)
+_NOT_A_COMPLETION = (
+    "The model server at {server} sent a reply that is not a chat completion ({kind}): "
+    "check that OPENAI_BASE_URL points to an OpenAI-compatible /v1 endpoint."
+)
+_WINDOW_HINT = " If the prompt is too long, set CHATBOT_CONTEXT_WINDOW to the model's window."
+
+
 def _translate(e: Exception, model: Any, tries: int, cut: bool = False) -> ModelError:
     """The ModelError a user can act on, for an exception raised by the openai client."""
     import openai
 
-    server, name = model.server, model.model_name
-    said = _server_says(e)
-    said = f": {said}" if said else ""
     if isinstance(e, ModelError):
-        message = str(e)
-    elif cut:
-        message = (
-            f"The model server at {server} stopped in the middle of the answer "
-            f"({_reason(e)}); ask again."
-        )
+        return ModelError(redact(str(e), _secret(model)))
+    said = _server_says(e)
+    words = ("context", "too long", "maximum", "tokens")
+    facts = {
+        "server": model.server,
+        "name": model.model_name,
+        "said": f": {said}" if said else "",
+        "reason": _reason(e),
+        "tries": f"{tries} {'try' if tries == 1 else 'tries'}",
+        "connection": _connection_reason(e),
+        "status": getattr(e, "status_code", None),
+        "kind": type(e).__name__,
+        "hint": _WINDOW_HINT if any(w in said.lower() for w in words) else "",
+    }
+    if cut:
+        template = _CUT
     elif _retryable(e):
-        message = (
-            f"The model server at {server} did not answer after {tries} "
-            f"{'try' if tries == 1 else 'tries'} ({_reason(e)}{said}). Check that it is running "
-            "and not overloaded; a slow server needs a larger CHATBOT_TIMEOUT."
-        )
-    elif isinstance(e, openai.AuthenticationError):
-        message = (
-            f"The model server at {server} refused the API key (HTTP 401{said}): "
-            "check OPENAI_API_KEY."
-        )
-    elif isinstance(e, openai.PermissionDeniedError):
-        message = (
-            f"The model server at {server} does not allow this request (HTTP 403{said}): "
-            f"check OPENAI_API_KEY and that it may use the model {name!r}."
-        )
-    elif isinstance(e, openai.NotFoundError):
-        message = (
-            f"The model server at {server} does not know the model {name!r} or the URL is wrong "
-            f"(HTTP 404{said}): check CHATBOT_MODEL, and that OPENAI_BASE_URL ends in /v1."
-        )
-    elif isinstance(e, openai.APIConnectionError):
-        message = (
-            f"Cannot connect to the model server at {server} ({_connection_reason(e)}): "
-            "check that it is running and that OPENAI_BASE_URL is right."
-        )
-    elif isinstance(e, openai.BadRequestError):
-        hint = ""
-        if any(w in said.lower() for w in ("context", "too long", "maximum", "tokens")):
-            hint = " If the prompt is too long, set CHATBOT_CONTEXT_WINDOW to the model's window."
-        message = f"The model server at {server} rejected the request (HTTP 400{said}).{hint}"
-    elif isinstance(e, openai.APIStatusError):
-        message = f"The model server at {server} answered HTTP {e.status_code}{said}."
+        template = _GAVE_UP
     else:
-        message = (
-            f"The model server at {server} sent a reply that is not a chat completion "
-            f"({type(e).__name__}): check that OPENAI_BASE_URL points to an OpenAI-compatible "
-            "/v1 endpoint."
-        )
-    return ModelError(redact(message, _secret(model)))
+        refusals = (t for kind, t in _REFUSALS if isinstance(e, getattr(openai, kind)))
+        template = next(refusals, _NOT_A_COMPLETION)
+    return ModelError(redact(template.format(**facts), _secret(model)))
 
 
 def _connection_reason(e: BaseException) -> str:

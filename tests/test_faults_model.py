@@ -36,13 +36,14 @@ def openai_server() -> Iterator[FakeOpenAI]:
 
 
 @pytest.fixture
-def fake(openai_server, monkeypatch) -> FakeOpenAI:
+def fake(openai_server, monkeypatch) -> Iterator[FakeOpenAI]:
     """The running OpenAI-protocol server, with no script and no recorded requests."""
     from chatbot import llm
 
     openai_server.reset()
     monkeypatch.setattr(llm, "BACKOFF", 0.01)
-    return openai_server
+    yield openai_server
+    openai_server.release_all()
 
 
 def model_env(fake: FakeOpenAI) -> dict[str, str]:

@@ -1,8 +1,8 @@
 """A real model through the OpenAI protocol: a local HTTP server, the real `openai` client.
 
 The server speaks `/v1/chat/completions` (plain and `stream=true`), records every request body
-and can be told to fail: 429, 500, 401, slow, malformed, empty or cut-off replies, invented
-citations.
+and can be told to fail: 429, 500, 401, malformed, empty or cut-off replies, invented citations;
+or to hold a reply until the test releases it, so a timeout never races a sleeping server.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 import traceback
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,8 @@ class FakeOpenAI:
         self.requests: list[dict[str, Any]] = []
         self.script: list[dict[str, Any]] = []
         self.usage = True
+        self.holding = threading.Event()  # set while a reply waits for `release`
+        self.release = threading.Event()
         self._lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.httpd.daemon_threads = True
@@ -56,9 +59,21 @@ class FakeOpenAI:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
     def reset(self) -> None:
+        self.release_all()
         self.requests.clear()
         self.script.clear()
         self.usage = True
+
+    def hold(self) -> None:
+        """Wait until the test releases held replies (at the latest when the test ends)."""
+        self.holding.set()
+        self.release.wait(timeout=60)
+
+    def release_all(self) -> None:
+        """Let every held reply go on; replies held after this wait for the next release."""
+        release, self.release = self.release, threading.Event()
+        self.holding.clear()
+        release.set()
 
     def take(self) -> dict[str, Any]:
         with self._lock:
@@ -90,7 +105,8 @@ class _Handler(BaseHTTPRequestHandler):
         )
         reply = fake.take()
         try:
-            time.sleep(reply.get("sleep", 0))
+            if reply.get("hold"):
+                fake.hold()
             if self.path != "/v1/chat/completions":
                 return self._send(404, {"error": {"message": f"no route {self.path}"}})
             if "status" in reply:
@@ -153,8 +169,9 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if reply.get("cut_after") == i:
                 return  # the connection closes: no finish_reason, no [DONE]
+            if reply.get("hold_after") == i:
+                fake.hold()
             event({**base, "choices": [{"index": 0, "delta": {"content": piece}}]})
-            time.sleep(reply.get("chunk_sleep", 0))
         if "raw_chunk" in reply:
             event(reply["raw_chunk"])
         finish = reply.get("finish_reason", "stop")
@@ -176,11 +193,12 @@ def server():
 
 
 @pytest.fixture
-def fake(server, monkeypatch) -> FakeOpenAI:
+def fake(server, monkeypatch) -> Iterator[FakeOpenAI]:
     """The running server, with no script and no recorded requests; backoff kept short."""
     server.reset()
     monkeypatch.setattr(llm, "BACKOFF", 0.01)
-    return server
+    yield server
+    server.release_all()
 
 
 def real(built_index: Path, url: str, **changes: Any) -> Settings:
@@ -247,11 +265,15 @@ def test_answer_streams_from_the_server_with_numbered_passages_and_citations(fak
 
 
 def test_pieces_reach_the_caller_while_the_server_is_still_writing(fake, built_index):
-    fake.script = [{"chunk_sleep": 0.1}]  # 12 chunks: the server needs 1.2 s for the whole answer
+    fake.script = [{"hold_after": 3}]  # three pieces, then the server waits for the test
     stream = Chatbot(real(built_index, fake.url)).stream(QUESTION)
     arrivals = []
     for _ in stream:
         arrivals.append(time.perf_counter())
+        if len(arrivals) == 1:
+            assert fake.holding.wait(5), "the server should still be writing the answer"
+            time.sleep(0.7)  # the rest cannot arrive before the release: no race
+            fake.release_all()
     assert arrivals[-1] - arrivals[0] > 0.6, "pieces should arrive over time, not all at the end"
     assert stream.answer.text == ANSWER
 
@@ -431,16 +453,16 @@ def test_500_gives_up_after_three_tries_with_the_server_url(fake, built_index):
 def test_backoff_is_bounded_and_grows(fake, built_index, monkeypatch):
     waits: list[float] = []
     monkeypatch.setattr(llm, "BACKOFF", 0.5)
-    monkeypatch.setattr(llm, "_sleep", waits.append)
+    settings = real(built_index, fake.url, max_retries=5)
     fake.script = [{"status": 503}] * 5
-    ask_error(Chatbot(real(built_index, fake.url, max_retries=5)))
+    ask_error(Chatbot(settings, llm=llm.make_chat_model(settings, sleep=waits.append)))
     assert len(waits) == 4, waits
     assert waits[0] <= 0.5 and waits[1] > waits[0], f"waits should grow: {waits}"
     assert all(w <= llm.MAX_BACKOFF for w in waits), f"waits should stay bounded: {waits}"
 
 
 def test_slow_server_times_out_and_is_retried(fake, built_index):
-    fake.script = [{"sleep": 1.5}] * 3
+    fake.script = [{"hold": True}] * 3  # no reply until the test ends: each try times out
     started = time.perf_counter()
     error = ask_error(Chatbot(real(built_index, fake.url, timeout=0.4)))
     assert f"The model server at {fake.url} did not answer after 3 tries (timed out" in str(error)
@@ -450,7 +472,7 @@ def test_slow_server_times_out_and_is_retried(fake, built_index):
 
 
 def test_slow_first_try_then_answer(fake, built_index):
-    fake.script = [{"sleep": 1.0}]
+    fake.script = [{"hold": True}]
     answer = Chatbot(real(built_index, fake.url, timeout=0.4)).ask(QUESTION)
     assert answer.text == ANSWER and len(fake.requests) == 2
 
@@ -542,7 +564,7 @@ def test_the_key_never_appears_in_errors_logs_or_reprs(fake, built_index, caplog
         [{"status": 400, "echo_key": True}],
         [{"raw": b"garbage"}],
         [{"fail_after": 2}],
-        [{"sleep": 1.0}] * 3,
+        [{"hold": True}] * 3,
     ]
     for script in scripts:
         fake.script = list(script)
@@ -587,3 +609,21 @@ def test_cli_info_and_ask_show_the_model_and_url_but_never_the_key(
     assert failed.err.count("\n") == 1, f"one line, no traceback: {failed.err}"
     for output in (info.out, info.err, ask.out, ask.err, failed.out, failed.err):
         assert FAKE_KEY not in output
+
+
+def test_async_calls_are_retried_and_a_cut_stream_refused_as_in_sync_ones(fake, built_index):
+    """`Chatbot.llm` is a LangChain chat model: `ainvoke` and `astream` get the same checks."""
+    import asyncio
+
+    model = Chatbot(real(built_index, fake.url)).llm
+    fake.script = [{"status": 500}]
+    reply = asyncio.run(model.ainvoke("What is optimal transport used for?"))
+    assert reply.content == ANSWER, "a 500 is tried again, as in a sync call"
+    assert len(fake.requests) == 2
+
+    async def read() -> list[str]:
+        return [chunk.text async for chunk in model.astream("What is it used for?")]
+
+    fake.script = [{"cut_after": 3}]
+    with pytest.raises(ModelError, match="stopped in the middle of the answer"):
+        asyncio.run(read())
