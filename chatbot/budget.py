@@ -162,6 +162,8 @@ def fit(
     `render(passages, history)` builds the request; `size(item)` gives text that is part of an
     item's share of it (a lower bound, used to guess how many to drop before measuring again).
     At least `keep_passages` passages stay; if even that does not fit, a ConfigError says so.
+    Not LangChain's `trim_messages`: it drops whole messages, but passages are text inside the
+    last message, and the condense prompt holds the conversation as text of one message too.
     """
     passages, history = list(passages), list(history)
     p, h = len(passages), 0

@@ -43,7 +43,24 @@ MAX_SENTENCES = 3
 # On the dev and held-out questions, 0.5 to 1.0 all raise citation accuracy (dev 0.80 -> 0.89,
 # held-out 0.92 -> 0.93) and change nothing else; 0.5 is the low end of that plateau.
 PASSAGE_WEIGHT = 0.5
+# Tie-breakers added to a sentence's overlap (0 to 1: its share of the question's weighted terms):
+# the best retrieved passage first, then a sentence early in its passage (it tends to set the
+# topic). Both are small beside a shared term, so they order sentences of about equal overlap.
+RANK_BONUS = 0.08
+POSITION_BONUS = 0.01
+# A quantity question is answered only by a sentence that states a quantity and also covers this
+# share of the question's terms: a number on another topic is not the answer.
+MIN_QUANTITY_OVERLAP = 0.25
+# A second sentence of the best passage joins it when it shares at least this much with the
+# question, so the answer does not pad itself with the passage's unrelated next sentence.
+MIN_COMPANION_OVERLAP = 0.1
+# A sentence from another passage joins when it scores this close to the best one: only evidence
+# about as strong as the best is cited beside it.
+OTHER_PASSAGE_RATIO = 0.8
 MAX_LISTED = 5
+# "Which papers…": a passage is listed when it covers at least this share of what the best one
+# covers, so loosely related papers stay out of the list.
+LIST_RELEVANCE_RATIO = 0.5
 # Questions that ask for a quantity: the answer must state one, or the passages do not answer.
 _HOW_MANY = re.compile(r"\bhow many\s+(.+)", re.IGNORECASE)
 _HOW_MUCH = re.compile(r"\bhow much\b", re.IGNORECASE)
@@ -103,8 +120,8 @@ def _sentences(rank: int, n: int, title: str, body: str) -> list[_Sentence]:
     return [_Sentence(n, rank, i, p, frozenset(terms(p))) for i, p in enumerate(parts) if p]
 
 
-def answer_from_prompt(prompt: str) -> str:
-    """The extractive answer to the question in an answer prompt."""
+def _read_prompt(prompt: str) -> tuple[str, list[_Sentence], dict[int, frozenset[str]]]:
+    """The question, the passages' sentences, and each passage's terms, from an answer prompt."""
     question_match = _QUESTION.search(prompt)
     question = html.unescape(question_match.group(1)) if question_match else ""
     sentences: list[_Sentence] = []
@@ -113,6 +130,12 @@ def answer_from_prompt(prompt: str) -> str:
         title, body = html.unescape(title), html.unescape(body)
         sentences += _sentences(rank, int(n), title, body)
         passages[int(n)] = frozenset(terms(f"{title} {body}"))
+    return question, sentences, passages
+
+
+def answer_from_prompt(prompt: str) -> str:
+    """The extractive answer to the question in an answer prompt."""
+    question, sentences, passages = _read_prompt(prompt)
     wanted = Counter(terms(question))
     if not sentences or not wanted:
         return NO_ANSWER
@@ -128,7 +151,7 @@ def answer_from_prompt(prompt: str) -> str:
 
     def own(s: _Sentence) -> float:
         # Retrieval rank breaks ties, and a sentence early in its passage tends to set the topic.
-        return covered(s.terms) + 0.08 / (1 + s.rank) + 0.01 / (1 + s.index)
+        return covered(s.terms) + RANK_BONUS / (1 + s.rank) + POSITION_BONUS / (1 + s.index)
 
     def score(s: _Sentence) -> float:
         # A sentence counts for more in a passage (title included) that is about the question:
@@ -143,19 +166,19 @@ def answer_from_prompt(prompt: str) -> str:
     if states is not None:
         # "How many parameters…", "What learning rate…": only a sentence that states such a
         # quantity answers; passages on the topic without the number do not.
-        ranked = [s for s in ranked if states(s) and own(s) > 0.25]
+        ranked = [s for s in ranked if states(s) and own(s) > MIN_QUANTITY_OVERLAP]
         if not ranked:
             return NO_ANSWER
     best = ranked[0]
     top = score(best)
-    same = [s for s in ranked[1:] if s.n == best.n and own(s) > 0.1][:1]
+    same = [s for s in ranked[1:] if s.n == best.n and own(s) > MIN_COMPANION_OVERLAP][:1]
     main = sorted([best, *same], key=lambda s: s.index)
     main[0] = _with_antecedent(main[0], sentences)
     chosen = list(main)
     for s in ranked[1:]:
         if len(chosen) >= MAX_SENTENCES:
             break
-        if s.n != best.n and score(s) >= 0.8 * top:
+        if s.n != best.n and score(s) >= OTHER_PASSAGE_RATIO * top:
             chosen.append(s)
     return " ".join(cite(s.text, s.n) for s in chosen)
 
@@ -188,7 +211,11 @@ def _list_answer(ranked, score, passages, wanted, idf, total) -> str:
     best = max(relevance(n) for n in passages)
     picks: dict[int, _Sentence] = {}
     for s in ranked:
-        if len(picks) < MAX_LISTED and s.n not in picks and relevance(s.n) >= 0.5 * best:
+        if (
+            len(picks) < MAX_LISTED
+            and s.n not in picks
+            and relevance(s.n) >= LIST_RELEVANCE_RATIO * best
+        ):
             picks[s.n] = s
     order = sorted(picks.values(), key=lambda s: (-relevance(s.n), s.rank))
     return " ".join(cite(_with_antecedent(s, ranked).text, s.n) for s in order)
