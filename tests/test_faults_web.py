@@ -101,8 +101,9 @@ def test_remote_images_in_documents_and_answers_are_links_and_never_fetched(
         assert not page.csp_errors, f"the app itself broke the policy: {page.csp_errors}"
 
         # Whatever slips past the page's own escaping, the browser refuses to fetch.
-        page.evaluate(f"document.body.insertAdjacentHTML('beforeend', '<img src=\"{base}/x\">')")
-        page.wait_for_timeout(1000)
+        image = f"document.body.insertAdjacentHTML('beforeend', '<img src=\"{base}/x\">')"
+        with page.expect_console_message(lambda m: "img-src" in m.text):
+            page.evaluate(image)
         assert any("img-src" in e for e in page.csp_errors), "the CSP should refuse the image"
     finally:
         app.close()

@@ -123,6 +123,26 @@ def ask(page, question: str) -> None:
     )
 
 
+def press_enter_and_settle(page) -> None:
+    """Press Enter in the question box and wait until the server has handled the submit."""
+    ended: list = []
+
+    def end(request) -> None:
+        ended.append(request)
+
+    page.on("requestfinished", end)
+    page.on("requestfailed", end)
+    with page.expect_request(lambda r: "/queue/data" in r.url) as stream:
+        page.locator("#question textarea").press("Enter")
+    # The page's event stream ends (the client closes it) once every submitted event is handled.
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while stream.value not in ended:
+        assert time.monotonic() < deadline, "the server never finished handling the submit"
+        page.wait_for_timeout(50)
+    page.remove_listener("requestfinished", end)
+    page.remove_listener("requestfailed", end)
+
+
 def bot_texts(page) -> list[str]:
     return [t.strip() for t in page.locator("#chat [data-testid='bot']").all_inner_texts()]
 
@@ -243,10 +263,9 @@ def test_example_questions_are_answered_and_the_corpus_tab_lists_readable_docume
 @needs_chromium
 def test_empty_input_does_nothing_and_clear_empties_the_chat(page, server):
     page.goto(server)
-    page.locator("#question textarea").press("Enter")
+    press_enter_and_settle(page)
     page.locator("#question").get_by_role("textbox").fill("   ")
-    page.locator("#question textarea").press("Enter")
-    page.wait_for_timeout(1000)
+    press_enter_and_settle(page)
     assert page.locator("#chat [data-testid='user']").count() == 0, "empty input should do nothing"
 
     ask(page, QUESTION)
