@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -12,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import chatbot.embeddings as embeddings_module
 from chatbot.embedding_process import EmbeddingProcess
 from chatbot.embeddings import MiniLMEmbeddings, _balanced_chunks, default_model_dir
 from chatbot.errors import EmbeddingError
@@ -129,17 +129,38 @@ def test_rejects_a_bare_string(emb):
         emb.encode("not a list")
 
 
-def test_no_threads_of_its_own_unless_blas_is_single_threaded(emb, monkeypatch):
-    # With BLAS threads still on (no threadpoolctl), a pool of ours would oversubscribe the cores.
+# Embeds TEXTS with threads=4 in a fresh process, with or without threadpoolctl, and prints the
+# Python threads encode() started (a thread hook sees each one) and the vectors.
+_THREAD_PROBE = """
+import json, sys, threading
+if sys.argv[1] == "without":
+    sys.modules["threadpoolctl"] = None  # as on a machine where it is not installed
+from chatbot.embeddings import MiniLMEmbeddings
+emb = MiniLMEmbeddings(threads=4)
+emb.encode(["warm up"])  # loads the model and sets BLAS up before threads are counted
+started = []
+threading.settrace(lambda *args: started.append(threading.current_thread().name))
+vectors = emb.encode(json.loads(sys.argv[2]), batch_size=1)
+threading.settrace(None)
+print(json.dumps({"threads": sorted(set(started)), "vectors": vectors.tolist()}))
+"""
+
+
+@pytest.mark.parametrize("threadpoolctl", ["without", "with"])
+def test_no_threads_of_its_own_unless_blas_is_single_threaded(emb, threadpoolctl):
+    # Without threadpoolctl, BLAS has threads of its own and a pool would oversubscribe the cores.
     texts = ["alpha beta", "gamma", "a much longer sentence about transformers", "delta"]
     expected = emb.encode(texts, batch_size=1)
-
-    def no_pool(*args, **kwargs):
-        raise AssertionError("encode() started a thread pool while BLAS has its own threads")
-
-    monkeypatch.setattr(embeddings_module, "_blas_single_threaded", False)
-    monkeypatch.setattr(embeddings_module, "ThreadPoolExecutor", no_pool)
-    assert np.abs(MiniLMEmbeddings(threads=4).encode(texts, batch_size=1) - expected).max() < 1e-6
+    probe = [sys.executable, "-c", _THREAD_PROBE, threadpoolctl, json.dumps(texts)]
+    run = subprocess.run(probe, capture_output=True, text=True, timeout=120, check=True)
+    result = json.loads(run.stdout)
+    assert np.abs(np.asarray(result["vectors"]) - expected).max() < 1e-6
+    if threadpoolctl == "without":
+        assert result["threads"] == [], (
+            f"encode() started threads while BLAS has its own: {result['threads']}"
+        )
+    else:
+        assert result["threads"], "with single-threaded BLAS, 4 batches should run in threads"
 
 
 def test_batches_are_balanced_by_tokens_for_the_threads():
