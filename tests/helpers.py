@@ -1,8 +1,11 @@
-"""Small helpers shared by tests: running the real CLI in a new process."""
+"""Small helpers shared by tests: the real CLI in a new process, ports, copies of the index."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -27,3 +30,29 @@ def run_cli(data_dir: Path, *args: str, input: str | None = None, timeout: float
         text=True,
         timeout=timeout,
     )
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def private_index(built_index: Path, tmp_path_factory, name: str) -> Path:
+    """A copy of the built index for one test module, so what it writes stays there."""
+    target = tmp_path_factory.mktemp(name) / "data"
+    shutil.copytree(built_index, target)
+    return target
+
+
+def records_by_year(path: Path, per_year: int) -> dict[int, list[dict]]:
+    """The first `per_year` records of each year in the JSON Lines file `path`."""
+    by_year: dict[int, list[dict]] = {}
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            record = json.loads(line)
+            bucket = by_year.setdefault(record["year"], [])
+            if len(bucket) < per_year:
+                bucket.append(record)
+    return by_year

@@ -19,6 +19,9 @@ from chatbot.records import Fields
 
 from .conftest import SHARED, needs_shared
 
+# A Chroma server in its own process for the module: slow, left out of `pytest -m "not slow"`.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMA = Path(sys.executable).with_name("chroma")
 ABSTRACTS = SHARED / "data" / "icml_2020_2023_abstracts.jsonl"

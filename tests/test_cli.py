@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from .conftest import ROOT
 from .helpers import cli_env, run_cli
 
@@ -48,6 +50,7 @@ def test_errors_are_one_line_on_stderr_with_a_nonzero_exit(built_index):
     assert bad.returncode != 0 and "CHATBOT_TOP_K" in bad.stderr and "Traceback" not in bad.stderr
 
 
+@pytest.mark.slow
 def test_chat_keeps_the_conversation(built_index):
     result = run_cli(
         built_index,

@@ -17,6 +17,7 @@ from chatbot.options import parse_where
 from chatbot.records import Fields
 
 from .conftest import SHARED
+from .helpers import records_by_year
 
 ABSTRACTS = SHARED / "data" / "icml_2020_2023_abstracts.jsonl"
 PER_YEAR = 60
@@ -27,13 +28,7 @@ def _records() -> list[dict]:
     """The first PER_YEAR records of each year, so that year filters have something to choose."""
     if not ABSTRACTS.is_file():
         pytest.skip(f"{ABSTRACTS} is not there (the shared data folder is needed)")
-    by_year: dict[int, list[dict]] = {}
-    with ABSTRACTS.open(encoding="utf-8") as f:
-        for line in f:
-            record = json.loads(line)
-            bucket = by_year.setdefault(record["year"], [])
-            if len(bucket) < PER_YEAR:
-                bucket.append(record)
+    by_year = records_by_year(ABSTRACTS, PER_YEAR)
     return [r for year in sorted(by_year) for r in by_year[year]]
 
 

@@ -146,6 +146,7 @@ print(json.dumps({"threads": sorted(set(started)), "vectors": vectors.tolist()})
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threadpoolctl", ["without", "with"])
 def test_no_threads_of_its_own_unless_blas_is_single_threaded(emb, threadpoolctl):
     # Without threadpoolctl, BLAS has threads of its own and a pool would oversubscribe the cores.

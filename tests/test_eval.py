@@ -79,6 +79,7 @@ def test_cli_prints_a_table_and_writes_json(settings, tmp_path, capsys):
     assert len(data["questions"]) == 17 and data["questions"][0]["id"] == "d01"
 
 
+@pytest.mark.slow
 def test_eval_on_a_fresh_data_dir_builds_the_index_before_scoring(tmp_path, capsys):
     # The first thing a new user may run: the summaries are not ingested yet.
     if not DEV.is_file():

@@ -72,6 +72,7 @@ def test_ingesting_a_same_named_folder_elsewhere_removes_nothing(tmp_path, monke
     assert report.removed == 1 and set(bot.store.documents()) == {"w"}, "its own file is gone"
 
 
+@pytest.mark.slow
 def test_info_says_where_each_source_lives(tmp_path):
     a, b = _two_folders(tmp_path)
     data = tmp_path / "data"
@@ -113,6 +114,7 @@ def test_a_relative_source_of_an_older_index_is_kept_then_made_absolute(tmp_path
 # -- 2. one id, two files: an error naming both, unless --replace moves it --------------------
 
 
+@pytest.mark.slow
 def test_a_second_file_claiming_an_id_is_refused_and_both_are_named(data_dir, tmp_path):
     mine = tmp_path / "mine"
     mine.mkdir()
@@ -297,6 +299,7 @@ def test_a_big_file_cut_short_is_finished_by_the_next_ingest(tmp_path):
     assert bot.ingest([folder]).unchanged == 1
 
 
+@pytest.mark.slow
 def test_a_file_over_the_size_limit_is_named_and_skipped(tmp_path):
     folder = tmp_path / "docs"
     folder.mkdir()
@@ -315,6 +318,7 @@ def test_a_file_over_the_size_limit_is_named_and_skipped(tmp_path):
 # -- 9. content-free documents are empty ---------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_documents_without_text_are_named_as_empty_and_skipped(tmp_path):
     folder = tmp_path / "docs"
     folder.mkdir()

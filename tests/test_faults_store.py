@@ -60,6 +60,7 @@ def test_the_damage_tests_cover_every_file_of_the_keyword_index(built_index):
     assert names == set(BM25_FILES), "a file of the keyword index has no damage test"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", DAMAGE)
 @pytest.mark.parametrize("name", BM25_FILES)
 def test_a_damaged_keyword_index_is_rebuilt_from_the_store_with_one_warning(data_dir, name, kind):
@@ -78,6 +79,7 @@ def test_a_damaged_keyword_index_is_rebuilt_from_the_store_with_one_warning(data
     assert repaired.search("combinatorial auctions", 1), "the rebuilt index finds passages"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["info"], ["ingest", "--quiet"]])
 def test_info_and_ingest_notice_a_damaged_keyword_index_and_repair_it(data_dir, command):
     _truncate(_bm25_file(data_dir, "vocab.index.json"))
@@ -164,6 +166,7 @@ def test_a_damaged_chroma_database_is_named_and_ingest_rebuild_recovers(data_dir
     assert SOURCE in _cited(run_cli(data_dir, "ask", QUESTION, "--json"))
 
 
+@pytest.mark.slow
 def test_an_emptied_chroma_database_is_not_silently_replaced_by_a_new_one(data_dir):
     db = data_dir / "chroma" / "chroma.sqlite3"
     _truncate(db)
@@ -203,6 +206,7 @@ def read_only_mounts(tmp_path_factory) -> None:
         pytest.skip(f"cannot make a private read-only mount here: {done.stderr.strip()}")
 
 
+@pytest.mark.slow
 def test_a_read_only_data_directory_gives_one_line_naming_it(read_only_mounts, data_dir):
     for command in (["info"], ["ask", QUESTION]):
         result = _read_only_cli(data_dir, data_dir, *command)
@@ -212,6 +216,7 @@ def test_a_read_only_data_directory_gives_one_line_naming_it(read_only_mounts, d
         assert "unexpected" not in result.stderr, result.stderr
 
 
+@pytest.mark.slow
 def test_a_read_only_stale_keyword_index_is_rebuilt_in_memory(read_only_mounts, data_dir):
     ids = _keyword_folder(data_dir) / "ids.json"
     ids.write_text(json.dumps({**json.loads(ids.read_text()), "revision": "older"}))

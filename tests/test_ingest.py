@@ -52,6 +52,7 @@ def test_edited_file_replaces_its_passages_and_a_removed_file_loses_them(tmp_pat
     assert top.doc_id == "combinatorial-auctions", "the keyword index follows the edit"
 
 
+@pytest.mark.slow
 def test_bad_files_are_named_the_rest_is_ingested_and_the_exit_code_is_nonzero(tmp_path):
     corpus = tmp_path / "corpus"
     shutil.copytree(CORPUS, corpus)
@@ -181,6 +182,7 @@ def test_interrupted_ingest_is_completed_by_the_next_without_duplicates(tmp_path
     assert np.abs(np.asarray(got["embeddings"]) - expected).max() < 1e-5
 
 
+@pytest.mark.slow
 def test_another_process_ingesting_is_seen_by_a_running_bot(tmp_path):
     corpus = tmp_path / "corpus"
     shutil.copytree(CORPUS, corpus)

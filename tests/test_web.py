@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -19,6 +18,8 @@ import pytest
 
 from chatbot import Chatbot, Settings, web, webview
 from chatbot.cli import main
+
+from .helpers import free_port, private_index
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "test-output"
@@ -59,18 +60,10 @@ _chromium_skip = pytest.mark.skipif(
 )
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def web_data(built_index, tmp_path_factory) -> Path:
     """A private copy of the index, so feedback written by the UI stays in this module."""
-    target = tmp_path_factory.mktemp("web") / "data"
-    shutil.copytree(built_index, target)
-    return target
+    return private_index(built_index, tmp_path_factory, "web")
 
 
 @pytest.fixture(scope="module")
