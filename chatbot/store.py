@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import sqlite3
 import threading
@@ -157,6 +158,26 @@ class StoredDoc:
         return min(self.sources, default="")
 
 
+def _translated(method):
+    """Chroma's failures on a damaged or read-only store become the StoreError saying what to do.
+
+    SQLite finds damage inside the database only when it reads the damaged page, so any call
+    may be the first to meet it, not only opening the store.
+    """
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException as e:  # a panic in Chroma's Rust core is a BaseException
+            error = chroma_dir.translate(e, self.settings)
+            if error is None or error is e:
+                raise
+            raise error from e
+
+    return call
+
+
 class Store:
     """One Chroma collection of passages."""
 
@@ -215,17 +236,20 @@ class Store:
         """The raw chromadb collection."""
         return self.vs._collection
 
+    @_translated
     def count(self) -> int:
         """Number of passages stored."""
         return self.collection.count()
 
     @property
+    @_translated
     def revision(self) -> str:
         """Changes whenever passages may have changed; the keyword index is tagged with it."""
         # Read afresh (under a millisecond): another process or machine may have ingested.
         fresh = self.client.get_collection(self.settings.collection)
         return str((fresh.metadata or {}).get("revision", ""))
 
+    @_translated
     def bump_revision(self) -> str:
         """Mark the collection as changed (before changing it, so a crash leaves it marked)."""
         rev = uuid.uuid4().hex
@@ -235,6 +259,7 @@ class Store:
         self.collection.modify(metadata=meta)
         return rev
 
+    @_translated
     def documents(self) -> dict[str, StoredDoc]:
         """Every stored document with the fingerprints of its passages and whether it is whole."""
         got = self.collection.get(include=["metadatas"])
@@ -257,6 +282,7 @@ class Store:
             for doc_id, d in seen.items()
         }
 
+    @_translated
     def write(
         self,
         passages: Sequence[Passage],
@@ -273,6 +299,7 @@ class Store:
             metadatas=list(metadatas),
         )
 
+    @_translated
     def set_source(self, doc_id: str, source: str) -> None:
         """Record that a document's passages come from `source`; nothing is embedded again."""
         got = self.collection.get(where={"doc_id": doc_id}, include=["metadatas"])
@@ -280,6 +307,7 @@ class Store:
             metas = [{**meta, "source": source} for meta in got["metadatas"]]
             self.collection.update(ids=got["ids"], metadatas=metas)
 
+    @_translated
     def delete_doc(self, doc_id: str, keep_fingerprint: str | None = None) -> None:
         """Remove a document's passages (all, or those not of `keep_fingerprint`)."""
         where: dict[str, Any] = {"doc_id": doc_id}
@@ -287,11 +315,13 @@ class Store:
             where = {"$and": [where, {"fingerprint": {"$ne": keep_fingerprint}}]}
         self.collection.delete(where=where)
 
+    @_translated
     def all_passages(self) -> tuple[list[str], list[str], list[dict[str, Any]]]:
         """Ids, texts and metadata of every passage, for rebuilding the keyword index."""
         got = self.collection.get(include=["documents", "metadatas"])
         return got["ids"], got["documents"] or [], got["metadatas"] or []
 
+    @_translated
     def get(self, ids: Sequence[str], where: dict | None = None) -> dict[str, Passage]:
         """Passages by id (those matching `where`, when given)."""
         if not ids:
@@ -302,6 +332,7 @@ class Store:
             for i, doc, meta in zip(got["ids"], got["documents"], got["metadatas"])
         }
 
+    @_translated
     def nearest(
         self, vector: Sequence[float], n: int, where: dict | None = None
     ) -> list[tuple[str, float]]:
@@ -318,6 +349,7 @@ class Store:
         )
         return [(i, 1.0 - d) for i, d in zip(got["ids"][0], got["distances"][0])]
 
+    @_translated
     def reset(self) -> None:
         """Drop every passage of the collection (for a rebuild)."""
         self.vs.reset_collection()
