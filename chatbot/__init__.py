@@ -15,8 +15,10 @@ if TYPE_CHECKING:
         QuestionError,
         StoreError,
     )
+    from .options import parse_where
     from .pipeline import AnswerStream
     from .qa import Chatbot
+    from .records import Fields
     from .settings import Settings
     from .types import Answer, Citation
 
@@ -27,7 +29,9 @@ _EXPORTS = {
     "AnswerStream": ".pipeline",
     "Chatbot": ".qa",
     "Citation": ".types",
+    "Fields": ".records",
     "Settings": ".settings",
+    "parse_where": ".options",
     **dict.fromkeys(
         [
             "ChatbotError",
@@ -50,11 +54,13 @@ __all__ = [
     "Citation",
     "ConfigError",
     "EmbeddingError",
+    "Fields",
     "IngestError",
     "ModelError",
     "QuestionError",
     "Settings",
     "StoreError",
+    "parse_where",
 ]
 __version__ = "0.1.0"
 

@@ -80,7 +80,7 @@ def _print_stream(stream) -> None:
 def cmd_ingest(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     bot = _bot(args)
-    from .records import Fields
+    from . import Fields
 
     report = bot.ingest(
         args.paths or None,
@@ -106,7 +106,7 @@ def _text(value: str, what: str) -> str:
 
 
 def _where(args: argparse.Namespace) -> dict | None:
-    from .options import parse_where
+    from . import parse_where
 
     return parse_where([_text(c, "--where") for c in args.where] if args.where else None)
 

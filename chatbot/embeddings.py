@@ -360,7 +360,7 @@ def _load(model_dir: Path) -> _MiniLM:
         return model
 
 
-def _balanced_chunks(lengths: Sequence[int], batch_size: int, parallel: int) -> list[list[int]]:
+def balanced_chunks(lengths: Sequence[int], batch_size: int, parallel: int) -> list[list[int]]:
     """Split text indices into batches of at most `batch_size` with near-equal token counts.
 
     Sequences are packed, not padded, so a batch's cost is its token count; what matters is that
@@ -425,7 +425,7 @@ class MiniLMEmbeddings(Embeddings):
         # Without threadpoolctl BLAS keeps a thread per core, and threads of ours on top would
         # oversubscribe the cores: that is the spinning the single-threaded set-up avoids.
         parallel = self.threads if _blas_single_threaded else 1
-        chunks = _balanced_chunks([len(row) for row in ids], batch_size, parallel)
+        chunks = balanced_chunks([len(row) for row in ids], batch_size, parallel)
 
         def run(chunk: list[int]) -> None:
             result[chunk] = model.embed_ids([ids[i] for i in chunk])

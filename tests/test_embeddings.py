@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from chatbot.embedding_process import EmbeddingProcess
-from chatbot.embeddings import MiniLMEmbeddings, _balanced_chunks, default_model_dir
+from chatbot.embeddings import MiniLMEmbeddings, balanced_chunks, default_model_dir
 from chatbot.errors import EmbeddingError
 
 REFERENCE = Path(__file__).parent / "data" / "minilm_reference.json"
@@ -167,13 +167,13 @@ def test_no_threads_of_its_own_unless_blas_is_single_threaded(emb, threadpoolctl
 def test_batches_are_balanced_by_tokens_for_the_threads():
     # 64 passages, lengths 256 down to 4 tokens: two threads must get about the same work.
     lengths = [256 - 4 * i for i in range(64)]
-    chunks = _balanced_chunks(lengths, batch_size=32, parallel=2)
+    chunks = balanced_chunks(lengths, batch_size=32, parallel=2)
     assert sorted(i for c in chunks for i in c) == list(range(64)), "every text exactly once"
     assert len(chunks) == 4 and all(len(c) <= 32 for c in chunks)
     totals = [sum(lengths[i] for i in c) for c in chunks]
     assert max(totals) / min(totals) < 1.05, totals
-    assert _balanced_chunks([5, 3], batch_size=32, parallel=2) == [[0, 1]]
-    assert _balanced_chunks([], batch_size=32, parallel=2) == []
+    assert balanced_chunks([5, 3], batch_size=32, parallel=2) == [[0, 1]]
+    assert balanced_chunks([], batch_size=32, parallel=2) == []
 
 
 def test_a_child_process_gives_the_same_vectors_in_order_then_exits(emb, reference):
