@@ -31,6 +31,8 @@ def _settings(args: argparse.Namespace):
 # teardown (an unchanged re-ingest writes nothing).
 READ_ONLY = frozenset({"ask", "retrieve", "info", "ingest"})
 _bots: list[Any] = []
+# The supporting quote under each source is cut to this length: a reminder, not the passage.
+QUOTE_CHARS = 160
 _command: str | None = None
 
 
@@ -52,6 +54,16 @@ def _print_sources(answer, out=None) -> None:
         print(f"  [{c.n}] {c.title}{paper} ({c.doc_id}, score {c.score:.2f})", file=out)
         if c.url:
             print(f"      {c.url}", file=out)
+        if c.quote:
+            print(f"      “{_short(c.quote)}”", file=out)
+
+
+def _short(text: str, limit: int = QUOTE_CHARS) -> str:
+    """`text` on one line, cut at a word to at most `limit` characters."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0] + " …"
 
 
 class _Terminated(KeyboardInterrupt):

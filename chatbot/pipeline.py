@@ -8,9 +8,10 @@ against the passages the model was shown, while it streams and once it is done.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain_core.language_models import BaseChatModel
@@ -56,12 +57,39 @@ class AnswerStream:
     None when the model fails on the way: a cut-off reply is never an answer.
     """
 
-    def __init__(self, pieces: Iterable[str], finish: Callable[[str], Answer]) -> None:
+    def __init__(
+        self,
+        pieces: Iterable[str],
+        finish: Callable[[str], Answer],
+        *,
+        passages: Sequence[Passage] = (),
+        numbers: dict[int, int] | None = None,
+    ) -> None:
         self._source = iter(pieces)
         self._finish = finish  # the full text → the Answer (or an error for an empty one)
         self._chunks: list[str] = []
         self._answer: Answer | None = None
         self._error: BaseException | None = None
+        self._passages = tuple(passages)
+        self._numbers = MappingProxyType(numbers if numbers is not None else {})
+
+    @property
+    def passages(self) -> tuple[Passage, ...]:
+        """The passages the model is shown, in prompt order: prompt `[n]` is `passages[n - 1]`.
+
+        Known as soon as the stream is returned, before the first piece: a UI can show the
+        candidate sources at once. Empty when nothing relevant was found and the model is not asked.
+        """
+        return self._passages
+
+    @property
+    def numbers(self) -> Mapping[int, int]:
+        """Prompt number → the answer's number, for every marker streamed so far (read-only).
+
+        It grows as markers first appear, so a `[n]` already streamed leads to
+        `passages[prompt_n - 1]`; the final `Answer.citations` use the same numbers.
+        """
+        return self._numbers
 
     def __iter__(self) -> Iterator[str]:
         if self._answer is not None:
@@ -184,8 +212,14 @@ def answer_stream(
         # Nothing relevant: say so without asking the model to invent something.
         return AnswerStream([NO_ANSWER], partial(finish, passages=found.passages))
     prompt = fit_prompt(model, standalone, found.passages, history)
-    pieces = clock.timed("generate", generate(model, prompt))
-    return AnswerStream(pieces, partial(finish, passages=prompt.passages))
+    numbers: dict[int, int] = {}  # filled while the answer streams
+    pieces = clock.timed("generate", generate(model, prompt, numbers))
+    return AnswerStream(
+        pieces,
+        partial(finish, passages=prompt.passages, numbers=numbers),
+        passages=prompt.passages,
+        numbers=numbers,
+    )
 
 
 def check(question: str, history: History, k: Any, where: Any, settings: Settings) -> None:
@@ -266,12 +300,17 @@ def _fit(
     return fit(render, passages, history, Budget.for_settings(model.settings), **kwargs)
 
 
-def generate(model: Model, prompt: Prompt) -> Iterator[str]:
-    """The answer's pieces as the model writes them, citing only passages the prompt shows."""
+def generate(model: Model, prompt: Prompt, numbers: dict[int, int] | None = None) -> Iterator[str]:
+    """The answer's pieces as the model writes them, citing only passages the prompt shows.
+
+    With `numbers`, markers are renumbered 1..m in order of first use, and `numbers` records
+    which prompt number each became.
+    """
     shown = set(range(1, len(prompt.passages) + 1))
     chain = prompt.template | model.llm | StrOutputParser()
     try:
-        yield from citations.clean_stream(chain.stream(prompt.inputs, config=model.config), shown)
+        pieces = chain.stream(prompt.inputs, config=model.config)
+        yield from citations.clean_stream(pieces, shown, numbers)
     except ChatbotError:
         raise
     except Exception as e:
@@ -289,6 +328,7 @@ def to_answer(
     passages: list[Passage],
     model: Model,
     clock: Clock,
+    numbers: dict[int, int] | None = None,
 ) -> Answer:
     """The Answer for the model's full `text`: abstained, or citing the passages it names."""
     text = text.strip()
@@ -302,5 +342,5 @@ def to_answer(
     timings = {k: round(v, 4) for k, v in timings.items()}
     if NO_ANSWER.rstrip(".").lower() in text.lower() or not passages:
         return Answer(question, NO_ANSWER, [], True, standalone, passages, usage, timings)
-    cites = citations.cite(text, passages)
+    cites = citations.cite(text, passages, numbers)
     return Answer(question, text, cites, False, standalone, passages, usage, timings)

@@ -53,7 +53,7 @@ class Passage:
 
 @dataclass(frozen=True)
 class Citation:
-    """A passage the answer cites as `[n]`."""
+    """A passage the answer cites as `[n]`, and the sentence(s) of it that support the answer."""
 
     n: int
     doc_id: str
@@ -61,6 +61,10 @@ class Citation:
     text: str
     score: float
     metadata: dict[str, Any] = field(default_factory=dict)
+    # The supporting sentence(s) of `text`, joined by a space; `spans` are their `(start, end)`
+    # offsets in `text`, in order. Empty when no sentence of the passage matches the answer.
+    quote: str = ""
+    spans: tuple[tuple[int, int], ...] = ()
 
     @property
     def url(self) -> str | None:
@@ -82,6 +86,8 @@ class Citation:
             "score": self.score,
             "paper": self.paper,
             "url": self.url,
+            "quote": self.quote,
+            "spans": [list(span) for span in self.spans],
         }
 
 
