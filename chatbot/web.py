@@ -53,7 +53,6 @@ LOGIN_NOTE = (
     f"After {LOGIN_ATTEMPTS} wrong passwords, this address must wait before the next login "
     f"({LOGIN_COOLDOWN:.0f} s at first, twice as long after each further wrong one)."
 )
-SEARCHING = "<p class='hint'>Searching the papers…</p>"
 # The browser calls the event handlers; only the `chat` endpoint is part of the HTTP API.
 PRIVATE = {"api_visibility": "private"}
 _UNEXPECTED = (
@@ -62,8 +61,16 @@ _UNEXPECTED = (
 )
 
 CSS = """
+#sources .sources-scroll { max-height: 78vh; overflow-y: auto; overscroll-behavior: contain; }
+@media (min-width: 900px) {
+  #sources-col { position: sticky; top: 8px; align-self: flex-start; }
+}
+#sources .answer-pick { font-size: 0.9em; margin-bottom: 6px; }
+#sources .answer-pick a { padding: 0 4px; }
+#sources .for-question { font-size: 0.9em; margin-bottom: 8px;
+  color: var(--body-text-color-subdued); }
 #sources .source { border: 1px solid var(--border-color-primary); border-radius: 8px;
-  padding: 8px 12px; margin-bottom: 10px; scroll-margin-top: 12px; }
+  padding: 8px 12px; margin-bottom: 10px; }
 #sources .source.target { border-color: var(--color-accent);
   box-shadow: 0 0 0 2px var(--color-accent-soft); }
 #sources .source-head { font-weight: 600; }
@@ -74,20 +81,36 @@ CSS = """
 .hint { color: var(--body-text-color-subdued); }
 """
 
-# A citation link scrolls to its source and highlights it, whatever Gradio does with links.
+# `[n]` in an answer shows that answer's sources and source n within the sources panel's own
+# scroll box; the page itself moves only when the panel is off screen (on a phone it sits below
+# the chat). Links picking an answer's sources show that answer's section.
 JS = """
 () => {
+  const inPanel = (scroller, el) => {
+    const top = el.getBoundingClientRect().top - scroller.getBoundingClientRect().top;
+    scroller.scrollTop += top - 8;
+  };
   document.addEventListener('click', (event) => {
-    const link = event.target.closest && event.target.closest('a[href^="#source-"]');
+    const link = event.target.closest
+      && event.target.closest('a[href^="#src-"], a[href^="#answer-"]');
     if (!link) return;
-    const target = document.getElementById(link.getAttribute('href').slice(1));
-    if (!target) return;
     event.preventDefault();
     event.stopPropagation();
-    const marked = document.querySelectorAll('#sources .source.target');
-    marked.forEach((el) => el.classList.remove('target'));
+    const target = document.getElementById(link.getAttribute('href').slice(1));
+    const section = target && target.closest('#sources .answer-sources');
+    if (!section) return;
+    document.querySelectorAll('#sources .answer-sources')
+      .forEach((s) => { s.hidden = s !== section; });
+    document.querySelectorAll('#sources .source.target')
+      .forEach((el) => el.classList.remove('target'));
+    const scroller = section.closest('.sources-scroll');
+    const box = scroller.getBoundingClientRect();
+    if (box.top < 0 || box.top > window.innerHeight * 0.6) {
+      scroller.scrollIntoView({block: 'start'});
+    }
+    if (target === section) { scroller.scrollTop = 0; return; }
     target.classList.add('target');
-    target.scrollIntoView({behavior: 'smooth', block: 'start'});
+    inPanel(scroller, target);
   }, true);
 }
 """
@@ -139,12 +162,14 @@ class Handlers:
             "answer": "",
             "citations": [],
             "model": self.model,
+            "pending": True,
         }
         turns.append(turn)
-        yield "", chat_messages(turns, ""), SEARCHING, turns, gr.skip()
+        yield "", chat_messages(turns, ""), sources_html(turns), turns, gr.skip()
         for text in self._answer(turn, history):
             yield gr.skip(), chat_messages(turns, text), gr.skip(), gr.skip(), gr.skip()
-        yield gr.skip(), chat_messages(turns), sources_html(turn), turns, self.download(turns)
+        del turn["pending"]
+        yield gr.skip(), chat_messages(turns), sources_html(turns), turns, self.download(turns)
 
     def _answer(self, turn: dict[str, Any], history: list[dict[str, str]]) -> Iterator[str]:
         """The answer's text so far, piece by piece; then `turn` holds the answer or the error."""
@@ -291,8 +316,8 @@ def _chat_tab() -> ChatTab:
                 type="index",
                 elem_id="examples",
             )
-        with gr.Column(scale=2):
-            gr.Markdown("### Sources of the latest answer")
+        with gr.Column(scale=2, elem_id="sources-col"):
+            gr.Markdown("### Sources")
             sources = gr.HTML(NO_SOURCES, elem_id="sources")
     return ChatTab(chat, box, send, clear, download, examples, sources)
 

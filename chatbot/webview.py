@@ -44,9 +44,9 @@ def inert(text: str) -> str:
     return _TAG.sub("&lt;", text)
 
 
-def linkify(text: str) -> str:
-    """`text` with each `[n]` marker turned into a Markdown link to source n."""
-    return _MARKER.sub(r"[[\1]](#source-\1)", text)
+def linkify(text: str, answer: int) -> str:
+    """`text` with each `[n]` marker turned into a Markdown link to source n of answer `answer`."""
+    return _MARKER.sub(rf"[[\1]](#src-{answer}-\1)", text)
 
 
 def _safe_url(url: Any) -> str | None:
@@ -57,46 +57,81 @@ def _link(url: str, label_html: str) -> str:
     return f"<a href='{html.escape(url)}' target='_blank' rel='noopener'>{label_html}</a>"
 
 
-def sources_html(turn: dict[str, Any] | None) -> str:
-    """The sources panel for one answered turn: an anchored card per citation."""
-    if not turn:
+def sources_html(turns: list[dict[str, Any]]) -> str:
+    """The sources panel: a section per answer, the latest shown, the others one click away.
+
+    Each answer keeps its own cards (`src-<answer>-<n>`), so `[n]` in an older answer still
+    leads to that answer's source n once a newer answer has arrived.
+    """
+    if not turns:
         return NO_SOURCES
-    if turn.get("error"):
-        return "<p class='hint'>No sources: the last question could not be answered.</p>"
-    if not turn["citations"]:
-        return "<p class='hint'>No sources: the papers in the index do not cover this question.</p>"
-    cards = []
-    for c in turn["citations"]:
-        meta = [f"score {c['score']:.2f}", html.escape(c["doc_id"])]
-        paper = html.escape(c["paper"]) if c.get("paper") else None
-        url = _safe_url(c.get("url"))
-        if url:
-            meta.insert(0, f"Paper: {_link(url, paper or 'paper')}")
-        elif paper:
-            meta.insert(0, f"Paper: {paper}")
-        cards.append(
-            f"<div class='source' id='source-{c['n']}'>"
-            f"<div class='source-head'>[{c['n']}] {html.escape(c['title'])}</div>"
-            f"<div class='meta'>{' · '.join(meta)}</div>"
-            f"<blockquote class='passage'>{html.escape(c['text'])}</blockquote></div>"
+    latest = len(turns)
+    pick = ""
+    if latest > 1:
+        links = " ".join(
+            f"<a href='#answer-{i}' title='{html.escape(t['question'], quote=True)}'>{i}</a>"
+            for i, t in enumerate(turns, 1)
         )
-    return "".join(cards)
+        pick = f"<nav class='answer-pick'>Sources of answer: {links}</nav>"
+    sections = "".join(_section(i, turn, i == latest) for i, turn in enumerate(turns, 1))
+    return f"<div class='sources-scroll'>{pick}{sections}</div>"
+
+
+def _section(answer: int, turn: dict[str, Any], shown: bool) -> str:
+    """One answer's sources, headed by the question they answer."""
+    if turn.get("pending"):
+        state, body = "pending", "<p class='hint'>Searching the papers…</p>"
+    elif turn.get("error"):
+        state = "error"
+        body = "<p class='hint'>No sources: this question could not be answered.</p>"
+    elif not turn["citations"]:
+        state = "answered"
+        body = "<p class='hint'>No sources: the papers in the index do not cover this question.</p>"
+    else:
+        state = "answered"
+        body = "".join(_card(answer, c) for c in turn["citations"])
+    head = (
+        f"<div class='for-question'>Sources of answer {answer}: "
+        f"<q>{html.escape(turn['question'])}</q></div>"
+    )
+    hidden = "" if shown else " hidden"
+    return (
+        f"<section class='answer-sources' id='answer-{answer}' data-state='{state}'{hidden}>"
+        f"{head}{body}</section>"
+    )
+
+
+def _card(answer: int, c: dict[str, Any]) -> str:
+    """One cited passage, anchored as `src-<answer>-<n>`."""
+    meta = [f"score {c['score']:.2f}", html.escape(c["doc_id"])]
+    paper = html.escape(c["paper"]) if c.get("paper") else None
+    url = _safe_url(c.get("url"))
+    if url:
+        meta.insert(0, f"Paper: {_link(url, paper or 'paper')}")
+    elif paper:
+        meta.insert(0, f"Paper: {paper}")
+    return (
+        f"<div class='source' id='src-{answer}-{c['n']}'>"
+        f"<div class='source-head'>[{c['n']}] {html.escape(c['title'])}</div>"
+        f"<div class='meta'>{' · '.join(meta)}</div>"
+        f"<blockquote class='passage'>{html.escape(c['text'])}</blockquote></div>"
+    )
 
 
 def chat_messages(turns: list[dict[str, Any]], partial: str | None = None) -> list[dict[str, str]]:
     """The chat as Gradio messages, two per turn (message i belongs to turn i // 2), inert."""
     messages = []
-    for turn in turns:
+    for answer, turn in enumerate(turns, 1):
         messages.append({"role": "user", "content": turn["question"]})
         if turn.get("partial"):
             content = f"{turn['partial']}\n\n⚠️ **The answer was cut off:** {turn['error']}"
         elif turn.get("error"):
             content = f"⚠️ **Could not answer.** {turn['error']}"
         else:
-            content = linkify(turn["answer"])
+            content = linkify(turn["answer"], answer)
         messages.append({"role": "assistant", "content": content})
     if partial is not None:
-        messages[-1]["content"] = linkify(partial) or "…"
+        messages[-1]["content"] = linkify(partial, len(turns)) or "…"
     return [{**m, "content": inert(m["content"])} for m in messages]
 
 

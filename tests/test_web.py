@@ -173,15 +173,15 @@ def test_chat_streams_a_cited_answer_shows_its_sources_and_keeps_the_conversatio
     assert "offline" in page.locator("#model-indicator").inner_text(), "model indicator missing"
 
     first = expected.citations[0]
-    card = page.locator(f"#sources #source-{first.n}")
+    card = page.locator(f"#sources #src-1-{first.n}")
     assert first.text[:80] in card.inner_text(), "the cited passage should be shown in the sources"
     assert first.title in card.inner_text()
     assert "score" in card.inner_text()
 
     # A citation mark in the answer leads to its source card.
-    page.locator(f"#chat a[href='#source-{first.n}']").first.click()
+    page.locator(f"#chat a[href='#src-1-{first.n}']").first.click()
     page.wait_for_function(
-        f"document.querySelector('#source-{first.n}').classList.contains('target')"
+        f"document.querySelector('#src-1-{first.n}').classList.contains('target')"
     )
 
     OUTPUT.mkdir(exist_ok=True)
@@ -227,6 +227,47 @@ def test_chat_streams_a_cited_answer_shows_its_sources_and_keeps_the_conversatio
     markdown = Path(download.value.path()).read_text(encoding="utf-8")
     assert f"## {QUESTION}" in markdown and f"## {follow_up}" in markdown, markdown
     assert f"[{first.n}] {first.title}" in markdown, markdown
+
+
+@needs_chromium
+def test_a_citation_in_an_older_answer_opens_that_answers_source_without_moving_the_page(
+    page, server, bot
+):
+    second_question = "What is optimal transport?"
+    first, second = bot.ask(QUESTION), bot.ask(second_question)
+    assert first.citations and second.citations, "both questions should get cited answers"
+    assert first.citations[0].doc_id != second.citations[0].doc_id, "pick two unrelated questions"
+    page.goto(server)
+    ask(page, QUESTION)
+    ask(page, second_question)
+    page.evaluate("window.scrollTo(0, 0)")
+    before = page.evaluate("window.scrollY")
+
+    answers = page.locator("#chat [data-testid='bot']")
+    answers.nth(0).get_by_role("link", name="[1]", exact=True).first.click()
+    card = page.locator("#sources .source.target")
+    card.wait_for()
+    assert card.count() == 1, "exactly one card should be highlighted"
+    source = first.citations[0]
+    text = card.text_content()
+    assert source.title in text and source.text[:80] in text, (
+        f"[1] in the first answer should open the first answer's source 1 ({source.title}), "
+        f"got: {text[:200]}"
+    )
+    assert card.is_visible(), "the highlighted card should be shown"
+    section = page.locator("#sources .answer-sources:not([hidden])")
+    assert QUESTION in section.inner_text(), "the panel should say which question it belongs to"
+    assert page.evaluate("window.scrollY") == before, "a citation click must not scroll the page"
+    box, panel = card.bounding_box(), page.locator("#sources .sources-scroll").bounding_box()
+    assert panel["y"] <= box["y"] < panel["y"] + panel["height"], "the card should be in view"
+
+    # [1] in the latest answer leads to the latest answer's own source 1.
+    answers.nth(1).get_by_role("link", name="[1]", exact=True).first.click()
+    page.wait_for_function(
+        "t => document.querySelector('#sources .source.target')?.textContent.includes(t)",
+        arg=second.citations[0].title,
+    )
+    assert page.evaluate("window.scrollY") == before, "a citation click must not scroll the page"
 
 
 @needs_chromium
@@ -362,7 +403,7 @@ def test_an_api_model_is_named_on_the_page_and_its_answer_streams_in(page, api_s
     states = page.evaluate("window.__states")
     assert len(states) >= 4, f"the answer should arrive in pieces, the page saw only: {states}"
     assert bot_texts(page) == [API_ANSWER], "the model's answer should be shown as it wrote it"
-    assert page.locator("#sources #source-1").count() == 1, "its citation [1] needs a source"
+    assert page.locator("#sources #src-1-1").count() == 1, "its citation [1] needs a source"
     assert API_KEY not in page.content(), "the API key must never reach the page"
 
 
@@ -431,11 +472,11 @@ def test_sources_panel_escapes_text_and_only_links_web_urls():
             }
         ],
     }
-    page = webview.sources_html(turn)
+    page = webview.sources_html([turn])
     assert "<script>" not in page and "&lt;script&gt;" in page
     assert "javascript:" not in page, "only http(s) links may be rendered"
-    assert "id='source-1'" in page
-    assert webview.linkify("a [1] b [12]") == "a [[1]](#source-1) b [[12]](#source-12)"
+    assert "id='src-1-1'" in page
+    assert webview.linkify("a [1] b [12]", 1) == "a [[1]](#src-1-1) b [[12]](#src-1-12)"
 
 
 def test_corpus_tab_rebuilds_a_long_document_from_its_overlapping_passages():
