@@ -77,13 +77,17 @@ CSS = """
 #sources .meta { font-size: 0.85em; color: var(--body-text-color-subdued); margin: 2px 0 6px; }
 #sources .passage { white-space: pre-wrap; margin: 0; font-size: 0.92em; max-height: 16em;
   overflow-y: auto; }
+#sources mark { background: var(--color-accent-soft); color: inherit; border-radius: 2px; }
+#sources details summary { cursor: pointer; font-size: 0.88em; margin-top: 4px;
+  color: var(--link-text-color); }
+#sources details .passage { margin-top: 4px; }
 #corpus-list td, #corpus-list th { padding: 4px 8px; text-align: left; vertical-align: top; }
 .hint { color: var(--body-text-color-subdued); }
 """
 
 # `[n]` in an answer shows that answer's sources and source n within the sources panel's own
-# scroll box; the page itself moves only when the panel is off screen (on a phone it sits below
-# the chat). Links picking an answer's sources show that answer's section.
+# scroll box, its quote in view in the card; the page itself moves only when the panel is off
+# screen (on a phone it sits below the chat). Links picking an answer's sources show its section.
 JS = """
 () => {
   const inPanel = (scroller, el) => {
@@ -111,6 +115,8 @@ JS = """
     if (target === section) { scroller.scrollTop = 0; return; }
     target.classList.add('target');
     inPanel(scroller, target);
+    const mark = target.querySelector('.passage mark');
+    if (mark) inPanel(mark.closest('.passage'), mark);
   }, true);
 }
 """

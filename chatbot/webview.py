@@ -20,6 +20,11 @@ _MARKER = re.compile(r"\[(\d+)\]")
 _IMAGE = re.compile(r"(\\*)!(?=\[)")
 _TAG = re.compile(r"<(?=[A-Za-z/!?])")
 _FEEDBACK_LOCK = threading.Lock()
+# How much of a quote a citation link previews, how long a passage is shown whole, and how much
+# of a longer passage is shown around its quote (characters).
+QUOTE_PREVIEW = 300
+SHORT_PASSAGE = 400
+EXCERPT_CONTEXT = 120
 
 
 def friendly(e: ChatbotError) -> str:
@@ -44,9 +49,63 @@ def inert(text: str) -> str:
     return _TAG.sub("&lt;", text)
 
 
-def linkify(text: str, answer: int) -> str:
-    """`text` with each `[n]` marker turned into a Markdown link to source n of answer `answer`."""
-    return _MARKER.sub(rf"[[\1]](#src-{answer}-\1)", text)
+def linkify(text: str, answer: int, quotes: dict[int, str] | None = None) -> str:
+    """`text` with each `[n]` marker a Markdown link to source n of answer `answer`.
+
+    A link whose source has a quote carries it as its title: hovering `[n]` previews the sentence.
+    """
+    quotes = quotes or {}
+
+    def link(m: re.Match) -> str:
+        n = int(m[1])
+        quote = " ".join(quotes.get(n, "").split())
+        if len(quote) > QUOTE_PREVIEW:
+            quote = quote[:QUOTE_PREVIEW].rstrip() + "…"
+        title = ' "' + html.escape(quote, quote=True) + '"' if quote else ""
+        return f"[[{n}]](#src-{answer}-{n}{title})"
+
+    return _MARKER.sub(link, text)
+
+
+def _quotes(turn: dict[str, Any]) -> dict[int, str]:
+    return {c["n"]: c.get("quote", "") for c in turn.get("citations", [])}
+
+
+def marked(text: str, spans: list[list[int]] | list[tuple[int, int]]) -> str:
+    """`text` escaped, each `(start, end)` span in `<mark>`: the pieces escaped, not the marks."""
+    out, at = [], 0
+    for start, end in sorted(spans):
+        start, end = max(start, at), min(end, len(text))
+        if start >= end:
+            continue
+        out += [html.escape(text[at:start]), f"<mark>{html.escape(text[start:end])}</mark>"]
+        at = end
+    out.append(html.escape(text[at:]))
+    return "".join(out)
+
+
+def _passage(c: dict[str, Any]) -> str:
+    """The passage with its quote marked; a long one shows the quote in context, the rest folded."""
+    text, spans = c["text"], [tuple(s) for s in c.get("spans") or ()]
+    whole = f"<blockquote class='passage'>{marked(text, spans)}</blockquote>"
+    if len(text) <= SHORT_PASSAGE:
+        return whole
+    first, last = (spans[0][0], spans[-1][1]) if spans else (0, 0)
+    start = max(0, first - EXCERPT_CONTEXT)
+    end = min(len(text), max(last + EXCERPT_CONTEXT, start + SHORT_PASSAGE // 2))
+    if start > 0:  # begin and end on a word boundary
+        start = text.find(" ", start) + 1 or start
+    if end < len(text):
+        end = text.rfind(" ", start, end) if " " in text[start:end] else end
+    inside = [
+        (max(a, start) - start, min(b, end) - start) for a, b in spans if b > start and a < end
+    ]
+    excerpt = ("…" if start else "") + marked(text[start:end], inside)
+    excerpt += "…" if end < len(text) else ""
+    return (
+        f"<blockquote class='passage excerpt'>{excerpt}</blockquote>"
+        f"<details><summary>Read the whole passage</summary>{whole}</details>"
+    )
 
 
 def _safe_url(url: Any) -> str | None:
@@ -114,7 +173,7 @@ def _card(answer: int, c: dict[str, Any]) -> str:
         f"<div class='source' id='src-{answer}-{c['n']}'>"
         f"<div class='source-head'>[{c['n']}] {html.escape(c['title'])}</div>"
         f"<div class='meta'>{' · '.join(meta)}</div>"
-        f"<blockquote class='passage'>{html.escape(c['text'])}</blockquote></div>"
+        f"{_passage(c)}</div>"
     )
 
 
@@ -128,7 +187,7 @@ def chat_messages(turns: list[dict[str, Any]], partial: str | None = None) -> li
         elif turn.get("error"):
             content = f"⚠️ **Could not answer.** {turn['error']}"
         else:
-            content = linkify(turn["answer"], answer)
+            content = linkify(turn["answer"], answer, _quotes(turn))
         messages.append({"role": "assistant", "content": content})
     if partial is not None:
         messages[-1]["content"] = linkify(partial, len(turns)) or "…"

@@ -255,6 +255,12 @@ def test_a_citation_in_an_older_answer_opens_that_answers_source_without_moving_
         f"got: {text[:200]}"
     )
     assert card.is_visible(), "the highlighted card should be shown"
+    mark = card.locator("mark").first
+    assert mark.is_visible(), "the supporting sentence should be marked and in view in the card"
+    assert mark.text_content() in source.text, "the mark should hold a sentence of the passage"
+    assert source.quote.split(" ")[0] in mark.text_content(), "the mark should be the quote"
+    link = answers.nth(0).get_by_role("link", name="[1]", exact=True).first
+    assert source.quote[:40] in (link.get_attribute("title") or ""), "[1] should preview its quote"
     section = page.locator("#sources .answer-sources:not([hidden])")
     assert QUESTION in section.inner_text(), "the panel should say which question it belongs to"
     assert page.evaluate("window.scrollY") == before, "a citation click must not scroll the page"
@@ -477,6 +483,23 @@ def test_sources_panel_escapes_text_and_only_links_web_urls():
     assert "javascript:" not in page, "only http(s) links may be rendered"
     assert "id='src-1-1'" in page
     assert webview.linkify("a [1] b [12]", 1) == "a [[1]](#src-1-1) b [[12]](#src-1-12)"
+
+
+def test_a_source_card_marks_its_quote_escaping_the_text_around_it_and_folds_a_long_passage():
+    text = "<b>Intro</b> & more. " * 30 + "The key result holds. " + "Tail <i>text</i>. " * 30
+    start = text.index("The key")
+    citation = {"n": 1, "doc_id": "d", "title": "T", "text": text, "score": 0.5}
+    spans = [[start, start + len("The key result holds.")]]
+    card = webview.sources_html([{"question": "q", "citations": [{**citation, "spans": spans}]}])
+    assert "<mark>The key result holds.</mark>" in card, "the quote should be marked"
+    assert "<b>" not in card and "<i>" not in card, "the passage text should be escaped"
+    excerpt, rest = card.split("<details>", 1)
+    assert "<mark>" in excerpt and len(excerpt) < 1000, "a long passage shows the quote in context"
+    assert "Read the whole passage" in rest and "Tail &lt;i&gt;text" in rest, "and folds the rest"
+    assert webview.marked("a<b c", [(0, 3)]) == "<mark>a&lt;b</mark> c"
+    assert webview.linkify("x [1].", 2, {1: 'He said "hi".'}) == (
+        'x [[1]](#src-2-1 "He said &quot;hi&quot;.").'
+    ), "a citation link should carry its quote as a title"
 
 
 def test_corpus_tab_rebuilds_a_long_document_from_its_overlapping_passages():
