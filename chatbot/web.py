@@ -31,6 +31,7 @@ from .webview import (
     document_markdown,
     friendly,
     history_of,
+    passage_dicts,
     save_feedback,
     sources_html,
 )
@@ -74,6 +75,8 @@ CSS = """
 #sources .source.target { border-color: var(--color-accent);
   box-shadow: 0 0 0 2px var(--color-accent-soft); }
 #sources .source-head { font-weight: 600; }
+#sources .badge { font-size: 0.8em; font-weight: 400; padding: 0 6px; border-radius: 8px;
+  background: var(--background-fill-secondary); color: var(--body-text-color-subdued); }
 #sources .meta { font-size: 0.85em; color: var(--body-text-color-subdued); margin: 2px 0 6px; }
 #sources .passage { white-space: pre-wrap; margin: 0; font-size: 0.92em; max-height: 16em;
   overflow-y: auto; }
@@ -172,19 +175,31 @@ class Handlers:
         }
         turns.append(turn)
         yield "", chat_messages(turns, ""), sources_html(turns), turns, gr.skip()
-        for text in self._answer(turn, history):
-            yield gr.skip(), chat_messages(turns, text), gr.skip(), gr.skip(), gr.skip()
-        del turn["pending"]
+        for text, sources_changed in self._answer(turn, history):
+            sources = sources_html(turns) if sources_changed else gr.skip()
+            yield gr.skip(), chat_messages(turns, text), sources, gr.skip(), gr.skip()
+        for key in ("pending", "retrieved", "numbers"):
+            turn.pop(key, None)
         yield gr.skip(), chat_messages(turns), sources_html(turns), turns, self.download(turns)
 
-    def _answer(self, turn: dict[str, Any], history: list[dict[str, str]]) -> Iterator[str]:
-        """The answer's text so far, piece by piece; then `turn` holds the answer or the error."""
+    def _answer(
+        self, turn: dict[str, Any], history: list[dict[str, str]]
+    ) -> Iterator[tuple[str, bool]]:
+        """The answer's text so far and whether its sources changed, piece by piece.
+
+        The retrieved passages come first, before the model's first token; then `turn` holds
+        the answer or the error.
+        """
         text = ""
         try:
             stream = self.bot.stream(turn["question"], history)
+            turn.update(retrieved=passage_dicts(stream.passages), numbers={})
+            yield text, True
             for piece in stream:
                 text += piece
-                yield text
+                numbers = dict(stream.numbers)
+                changed, turn["numbers"] = numbers != turn["numbers"], numbers
+                yield text, changed
             answer = stream.answer
             turn.update(
                 answer=answer.text,

@@ -139,7 +139,7 @@ def sources_html(turns: list[dict[str, Any]]) -> str:
 def _section(answer: int, turn: dict[str, Any], shown: bool) -> str:
     """One answer's sources, headed by the question they answer."""
     if turn.get("pending"):
-        state, body = "pending", "<p class='hint'>Searching the papers…</p>"
+        state, body = "pending", _retrieved(answer, turn)
     elif turn.get("error"):
         state = "error"
         body = "<p class='hint'>No sources: this question could not be answered.</p>"
@@ -160,8 +160,40 @@ def _section(answer: int, turn: dict[str, Any], shown: bool) -> str:
     )
 
 
+def _retrieved(answer: int, turn: dict[str, Any]) -> str:
+    """The passages the model is reading, before its answer is complete.
+
+    Those the answer has cited so far carry its number (and anchor); the rest say "retrieved".
+    """
+    if "retrieved" not in turn:
+        return "<p class='hint'>Searching the papers…</p>"
+    if not turn["retrieved"]:
+        return "<p class='hint'>No passage in the index matches this question.</p>"
+    numbers = turn.get("numbers", {})
+    cards = [{**p, "n": numbers.get(p["n"])} for p in turn["retrieved"]]
+    cards.sort(key=lambda c: (c["n"] is None, c["n"] or 0))
+    hint = "<p class='hint'>Retrieved passages; the answer is being written…</p>"
+    return hint + "".join(_card(answer, c) for c in cards)
+
+
+def passage_dicts(passages) -> list[dict[str, Any]]:
+    """The passages the model is shown as cards, `n` being their number in its prompt."""
+    return [
+        {
+            "n": n,
+            "doc_id": p.doc_id,
+            "title": p.title,
+            "text": p.text,
+            "score": p.score,
+            "paper": p.metadata.get("paper"),
+            "url": p.metadata.get("url"),
+        }
+        for n, p in enumerate(passages, 1)
+    ]
+
+
 def _card(answer: int, c: dict[str, Any]) -> str:
-    """One cited passage, anchored as `src-<answer>-<n>`."""
+    """One passage: cited ones anchored as `src-<answer>-<n>`, the others marked "retrieved"."""
     meta = [f"score {c['score']:.2f}", html.escape(c["doc_id"])]
     paper = html.escape(c["paper"]) if c.get("paper") else None
     url = _safe_url(c.get("url"))
@@ -169,9 +201,14 @@ def _card(answer: int, c: dict[str, Any]) -> str:
         meta.insert(0, f"Paper: {_link(url, paper or 'paper')}")
     elif paper:
         meta.insert(0, f"Paper: {paper}")
-    return (
+    anchor = (
         f"<div class='source' id='src-{answer}-{c['n']}'>"
-        f"<div class='source-head'>[{c['n']}] {html.escape(c['title'])}</div>"
+        if c["n"]
+        else "<div class='source retrieved'>"
+    )
+    label = f"[{c['n']}]" if c["n"] else "<span class='badge'>retrieved</span>"
+    return (
+        f"{anchor}<div class='source-head'>{label} {html.escape(c['title'])}</div>"
         f"<div class='meta'>{' · '.join(meta)}</div>"
         f"{_passage(c)}</div>"
     )

@@ -51,8 +51,11 @@ def shoot(url: str, out: Path) -> list[Path]:
             page.locator("#question textarea").fill(QUESTION)
             page.locator("#question textarea").press("Enter")
             page.locator("#chat [data-testid='bot']").first.wait_for()
+            # The sources panel shows retrieved passages (data-state 'pending') until the answer
+            # is complete.
             page.wait_for_function(
-                "!document.querySelector('#sources').innerText.includes('Searching')"
+                "document.querySelector('#sources .answer-sources')"
+                " && !document.querySelector(\"#sources [data-state='pending']\")"
             )
             page.wait_for_timeout(500)  # let the last streamed piece render
             path = out / name

@@ -13,7 +13,7 @@ import pytest
 
 from chatbot import Chatbot, Settings, web, webguard, webview
 
-from .test_web import browser, free_port, needs_chromium  # noqa: F401 (browser is a fixture)
+from .test_web import ANSWERED, browser, free_port, needs_chromium  # noqa: F401 (browser is a fixture)
 
 QUESTION = "How long do zeppelin hangar acoustics echo?"
 TIMEOUT_MS = 30_000
@@ -88,6 +88,7 @@ def test_remote_images_in_documents_and_answers_are_links_and_never_fetched(
         page.locator("#question textarea").press("Enter")
         # `?.`: under load the sources column can be drawn after the question box.
         page.wait_for_function("document.querySelector('#sources')?.innerText.includes('score')")
+        page.wait_for_function(ANSWERED, arg=1)
         bubble = page.locator("#chat [data-testid='bot']").first
         link = bubble.get_by_role("link", name="chart")
         assert link.get_attribute("href") == f"{base}/md.png", "the image is shown as a link"

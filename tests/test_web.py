@@ -48,6 +48,12 @@ RECORD_STATES = """() => { window.__states = [];
           if (window.__states[window.__states.length - 1] !== text) window.__states.push(text);
         }).observe(document.body, {subtree: true, childList: true, characterData: true}); }"""
 
+# True once the page shows n answers and each has its final sources: the sources panel shows the
+# retrieved passages while an answer is written (data-state 'pending') and its citations after.
+ANSWERED = """n => document.querySelectorAll("#chat [data-testid='bot']").length === n
+        && document.querySelectorAll('#sources .answer-sources').length === n
+        && !document.querySelector("#sources [data-state='pending']")"""
+
 
 def needs_chromium(test):
     """A browser test: slow, and skipped with the reason when Chromium is not installed."""
@@ -108,12 +114,7 @@ def ask(page, question: str) -> None:
     page.locator("#question textarea").fill(question)
     page.locator("#question textarea").press("Enter")
     answers.nth(before).wait_for()
-    # The sources panel is rewritten once the answer is complete.
-    page.wait_for_function(
-        "n => document.querySelectorAll(\"#chat [data-testid='bot']\").length === n"
-        " && !document.querySelector('#sources').innerText.includes('Searching')",
-        arg=before + 1,
-    )
+    page.wait_for_function(ANSWERED, arg=before + 1)
 
 
 def press_enter_and_settle(page) -> None:
@@ -411,6 +412,81 @@ def test_an_api_model_is_named_on_the_page_and_its_answer_streams_in(page, api_s
     assert bot_texts(page) == [API_ANSWER], "the model's answer should be shown as it wrote it"
     assert page.locator("#sources #src-1-1").count() == 1, "its citation [1] needs a source"
     assert API_KEY not in page.content(), "the API key must never reach the page"
+
+
+FIRST_TOKEN_DELAY = 2.0
+
+
+class _SlowFirstTokenHandler(_OpenAIHandler):
+    """The OpenAI-protocol server, holding its first token until `release` is set (or 2 s)."""
+
+    release = threading.Event()
+
+    def do_POST(self) -> None:
+        self.release.wait(FIRST_TOKEN_DELAY)
+        super().do_POST()
+
+
+# Times (from pressing Enter) at which the first source card and the first answer text appear.
+RECORD_TIMES = """() => { window.__times = {};
+        const question = document.querySelector('#question textarea');
+        question.addEventListener('keydown', (e) => {
+          if (e.key === 'Enter') window.__times.enter = performance.now(); }, true);
+        new MutationObserver(() => {
+          const t = window.__times, now = performance.now();
+          if (!t.enter) return;
+          if (!t.cards && document.querySelector('#sources .source')) t.cards = now;
+          const bot = document.querySelector("#chat [data-testid='bot']");
+          const text = bot ? bot.innerText.trim() : '';
+          if (!t.token && text && text !== '…') t.token = now;
+        }).observe(document.body, {subtree: true, childList: true, characterData: true}); }"""
+
+
+@pytest.fixture(scope="module")
+def slow_api_server(web_data) -> Iterator[str]:
+    """The app with a model that takes 2 s to start answering."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _SlowFirstTokenHandler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    settings = Settings.load(
+        env_file=None,
+        data_dir=web_data,
+        openai_base_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1",
+        openai_api_key=API_KEY,
+        model="test-model",
+    )
+    port = free_port()
+    app = web.serve(Chatbot(settings), port=port, block=False)
+    yield f"http://127.0.0.1:{port}/"
+    app.close()
+    _SlowFirstTokenHandler.release.set()
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@needs_chromium
+def test_sources_are_shown_as_soon_as_they_are_retrieved_before_the_first_token(
+    page, slow_api_server
+):
+    page.goto(slow_api_server)
+    page.locator("#question textarea").wait_for()
+    page.evaluate(RECORD_TIMES)
+    page.locator("#question textarea").fill(QUESTION)
+    page.locator("#question textarea").press("Enter")
+    page.locator("#sources .source").first.wait_for()
+    assert "retrieved" in page.locator("#sources").inner_text(), (
+        "before the answer cites them, the passages should be marked as retrieved"
+    )
+    page.wait_for_function(ANSWERED, arg=1)
+    times = page.evaluate("window.__times")
+    assert {"enter", "cards", "token"} <= times.keys(), f"not all moments were seen: {times}"
+    cards, token = times["cards"] - times["enter"], times["token"] - times["enter"]
+    print(f"sources after {cards:.0f} ms, first token after {token:.0f} ms")
+    assert cards < 500, f"the sources should show within 0.5 s of Enter, took {cards:.0f} ms"
+    assert cards < token, f"sources at {cards:.0f} ms should precede the first token ({token:.0f})"
+    card = page.locator("#sources #src-1-1")
+    assert card.count() == 1 and "retrieved" not in card.inner_text(), (
+        "once answered, the cited passage should be numbered as in the answer"
+    )
 
 
 def test_chat_api_returns_the_answer_with_its_markers(server, bot):
