@@ -194,7 +194,11 @@ def passage_dicts(passages) -> list[dict[str, Any]]:
 
 def _card(answer: int, c: dict[str, Any]) -> str:
     """One passage: cited ones anchored as `src-<answer>-<n>`, the others marked "retrieved"."""
-    meta = [f"score {c['score']:.2f}", html.escape(c["doc_id"])]
+    score = min(max(float(c["score"]), 0.0), 1.0)
+    meta = [
+        f"<span class='relevance' title='relevance score {score:.2f}'>relevance "
+        f"<meter min='0' max='1' value='{score:.2f}'>{score:.2f}</meter></span>"
+    ]
     paper = html.escape(c["paper"]) if c.get("paper") else None
     url = _safe_url(c.get("url"))
     if url:

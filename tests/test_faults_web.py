@@ -86,8 +86,8 @@ def test_remote_images_in_documents_and_answers_are_links_and_never_fetched(
         assert "img-src 'self' data: blob:;" in policy, f"no CSP limiting images: {policy!r}"
         page.locator("#question textarea").fill(QUESTION)
         page.locator("#question textarea").press("Enter")
-        # `?.`: under load the sources column can be drawn after the question box.
-        page.wait_for_function("document.querySelector('#sources')?.innerText.includes('score')")
+        # Under load the sources column can be drawn after the question box: wait for a card.
+        page.wait_for_function("document.querySelector('#sources .relevance')")
         page.wait_for_function(ANSWERED, arg=1)
         bubble = page.locator("#chat [data-testid='bot']").first
         link = bubble.get_by_role("link", name="chart")

@@ -177,7 +177,7 @@ def test_chat_streams_a_cited_answer_shows_its_sources_and_keeps_the_conversatio
     card = page.locator(f"#sources #src-1-{first.n}")
     assert first.text[:80] in card.inner_text(), "the cited passage should be shown in the sources"
     assert first.title in card.inner_text()
-    assert "score" in card.inner_text()
+    assert "score" in card.locator(".relevance").get_attribute("title")
 
     # A citation mark in the answer leads to its source card.
     page.locator(f"#chat a[href='#src-1-{first.n}']").first.click()
@@ -576,6 +576,13 @@ def test_a_source_card_marks_its_quote_escaping_the_text_around_it_and_folds_a_l
     assert webview.linkify("x [1].", 2, {1: 'He said "hi".'}) == (
         'x [[1]](#src-2-1 "He said &quot;hi&quot;.").'
     ), "a citation link should carry its quote as a title"
+
+
+def test_a_source_card_shows_relevance_as_a_bar_and_no_internal_id():
+    citation = {"n": 1, "doc_id": "internal-id-42", "title": "T", "text": "x", "score": 0.734}
+    card = webview.sources_html([{"question": "q", "citations": [citation]}])
+    assert "<meter min='0' max='1' value='0.73'>" in card, "the score should be a relevance bar"
+    assert "internal-id-42" not in card, "the card should not show the document's internal id"
 
 
 def test_corpus_tab_rebuilds_a_long_document_from_its_overlapping_passages():
