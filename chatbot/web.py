@@ -85,6 +85,8 @@ CSS = """
 #sources details summary { cursor: pointer; font-size: 0.88em; margin-top: 4px;
   color: var(--link-text-color); }
 #sources details .passage { margin-top: 4px; }
+/* On a phone the corpus table scrolls within its box, not the page sideways. */
+#corpus-table .table-scroll { overflow-x: auto; max-width: 100%; }
 #corpus-list td, #corpus-list th { padding: 4px 8px; text-align: left; vertical-align: top; }
 .hint { color: var(--body-text-color-subdued); }
 """

@@ -311,8 +311,10 @@ def corpus_table(docs: list[dict[str, Any]]) -> str:
             f"<td><code>{html.escape(d['doc_id'])}</code></td></tr>"
         )
     return (
-        f"<p>{len(docs)} documents indexed.</p><table id='corpus-list'>"
-        "<tr><th>#</th><th>Title</th><th>Paper</th><th>Id</th></tr>" + "".join(rows) + "</table>"
+        f"<p>{len(docs)} documents indexed.</p><div class='table-scroll'><table id='corpus-list'>"
+        "<tr><th>#</th><th>Title</th><th>Paper</th><th>Id</th></tr>"
+        + "".join(rows)
+        + "</table></div>"
     )
 
 

@@ -315,6 +315,31 @@ def test_empty_input_does_nothing_and_clear_empties_the_chat(page, server):
     assert "latest answer appear here" in page.locator("#sources").inner_text()
 
 
+@pytest.fixture
+def phone(browser):
+    """A fresh page the size of a phone screen (390×844)."""
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    context.set_default_timeout(TIMEOUT_MS)
+    yield context.new_page()
+    context.close()
+
+
+@needs_chromium
+def test_on_a_phone_the_corpus_table_scrolls_sideways_not_the_page(phone, server):
+    phone.goto(server)
+    phone.get_by_role("tab", name="Corpus").click()
+    phone.locator("#corpus-list tr").nth(20).wait_for()
+    widths = phone.evaluate(
+        "() => ({page: document.documentElement.scrollWidth, screen: window.innerWidth,"
+        " table: document.querySelector('#corpus-list').scrollWidth,"
+        " box: document.querySelector('#corpus-list').parentElement.clientWidth,"
+        " scroll: getComputedStyle(document.querySelector('#corpus-list').parentElement)"
+        ".overflowX})"
+    )
+    assert widths["page"] <= widths["screen"], f"the page should not scroll sideways: {widths}"
+    assert widths["scroll"] == "auto", f"the table's box should scroll sideways: {widths}"
+
+
 class BrokenModel:
     """Builds a LangChain chat model whose server is unreachable."""
 
