@@ -325,6 +325,21 @@ def phone(browser):
 
 
 @needs_chromium
+def test_on_a_phone_a_cited_source_is_reachable_from_its_answer(phone, server, bot):
+    source = bot.ask(QUESTION).citations[0]
+    phone.goto(server)
+    ask(phone, QUESTION)
+    phone.locator("#chat [data-testid='bot']").first.get_by_role("link", name="[1]").first.click()
+    card = phone.locator("#sources .source.target")
+    card.wait_for()
+    assert source.title in card.text_content(), "[1] should lead to the answer's source 1"
+    phone.wait_for_function(
+        "() => { const r = document.querySelector('#sources .source.target mark')"
+        ".getBoundingClientRect(); return r.top >= 0 && r.bottom <= window.innerHeight; }"
+    )
+
+
+@needs_chromium
 def test_on_a_phone_the_corpus_table_scrolls_sideways_not_the_page(phone, server):
     phone.goto(server)
     phone.get_by_role("tab", name="Corpus").click()
