@@ -75,6 +75,7 @@ CSS = """
 #sources .source.target { border-color: var(--color-accent);
   box-shadow: 0 0 0 2px var(--color-accent-soft); }
 #sources .source-head { font-weight: 600; }
+#sources .relevance { white-space: nowrap; }
 #sources meter { width: 5em; height: 0.8em; vertical-align: middle; }
 #sources .badge { font-size: 0.8em; font-weight: 400; padding: 0 6px; border-radius: 8px;
   background: var(--background-fill-secondary); color: var(--body-text-color-subdued); }
