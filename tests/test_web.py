@@ -107,6 +107,17 @@ def page(browser):
     assert not outside, f"the page fetched from outside the machine: {outside}"
 
 
+def open_app(page, url: str) -> None:
+    """Open the app and wait until it is live: the page load event filled the model line.
+
+    Typing before the Gradio client has connected can be lost (Enter sends nothing).
+    """
+    page.goto(url)
+    page.wait_for_function(
+        "document.querySelector('#model-indicator')?.innerText.includes('Index:')"
+    )
+
+
 def ask(page, question: str) -> None:
     """Type `question`, press Enter and wait until its answer and sources are shown."""
     answers = page.locator("#chat [data-testid='bot']")
@@ -164,7 +175,7 @@ def test_chat_streams_a_cited_answer_shows_its_sources_and_keeps_the_conversatio
 ):
     expected = bot.ask(QUESTION)
     assert expected.citations, "the offline model should cite a passage for the agent question"
-    page.goto(server)
+    open_app(page, server)
     page.evaluate(RECORD_STATES)
     ask(page, QUESTION)
 
@@ -238,7 +249,7 @@ def test_a_citation_in_an_older_answer_opens_that_answers_source_without_moving_
     first, second = bot.ask(QUESTION), bot.ask(second_question)
     assert first.citations and second.citations, "both questions should get cited answers"
     assert first.citations[0].doc_id != second.citations[0].doc_id, "pick two unrelated questions"
-    page.goto(server)
+    open_app(page, server)
     ask(page, QUESTION)
     ask(page, second_question)
     page.evaluate("window.scrollTo(0, 0)")
@@ -279,7 +290,7 @@ def test_a_citation_in_an_older_answer_opens_that_answers_source_without_moving_
 
 @needs_chromium
 def test_example_questions_are_answered_and_the_corpus_tab_lists_readable_documents(page, server):
-    page.goto(server)
+    open_app(page, server)
     example = web.EXAMPLES[2]
     page.locator("#examples").get_by_text(example).click()
     page.locator("#chat [data-testid='bot']").first.wait_for()
@@ -303,7 +314,7 @@ def test_example_questions_are_answered_and_the_corpus_tab_lists_readable_docume
 
 @needs_chromium
 def test_empty_input_does_nothing_and_clear_empties_the_chat(page, server):
-    page.goto(server)
+    open_app(page, server)
     press_enter_and_settle(page)
     page.locator("#question").get_by_role("textbox").fill("   ")
     press_enter_and_settle(page)
@@ -327,7 +338,7 @@ def phone(browser):
 @needs_chromium
 def test_on_a_phone_a_cited_source_is_reachable_from_its_answer(phone, server, bot):
     source = bot.ask(QUESTION).citations[0]
-    phone.goto(server)
+    open_app(phone, server)
     ask(phone, QUESTION)
     phone.locator("#chat [data-testid='bot']").first.get_by_role("link", name="[1]").first.click()
     card = phone.locator("#sources .source.target")
@@ -341,7 +352,7 @@ def test_on_a_phone_a_cited_source_is_reachable_from_its_answer(phone, server, b
 
 @needs_chromium
 def test_on_a_phone_the_corpus_table_scrolls_sideways_not_the_page(phone, server):
-    phone.goto(server)
+    open_app(phone, server)
     phone.get_by_role("tab", name="Corpus").click()
     phone.locator("#corpus-list tr").nth(20).wait_for()
     widths = phone.evaluate(
@@ -384,7 +395,7 @@ def broken_server(web_data) -> Iterator[str]:
 
 @needs_chromium
 def test_a_failing_model_gives_a_short_message_in_the_chat_not_a_traceback(page, broken_server):
-    page.goto(broken_server)
+    open_app(page, broken_server)
     ask(page, QUESTION)
     message = bot_texts(page)[0]
     assert message.startswith("⚠️ Could not answer."), f"expected a friendly error, got: {message}"
@@ -442,7 +453,7 @@ def api_server(web_data) -> Iterator[str]:
 
 @needs_chromium
 def test_an_api_model_is_named_on_the_page_and_its_answer_streams_in(page, api_server):
-    page.goto(api_server)
+    open_app(page, api_server)
     indicator = page.locator("#model-indicator")
     indicator.get_by_text("test-model at http://127.0.0.1").wait_for()
     page.evaluate(RECORD_STATES)
@@ -507,7 +518,7 @@ def slow_api_server(web_data) -> Iterator[str]:
 def test_sources_are_shown_as_soon_as_they_are_retrieved_before_the_first_token(
     page, slow_api_server
 ):
-    page.goto(slow_api_server)
+    open_app(page, slow_api_server)
     page.locator("#question textarea").wait_for()
     page.evaluate(RECORD_TIMES)
     page.locator("#question textarea").fill(QUESTION)
