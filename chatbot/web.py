@@ -34,6 +34,7 @@ from .webview import (
     passage_dicts,
     save_feedback,
     sources_html,
+    vote_of,
 )
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,10 @@ CSS = """
 #corpus-table .table-scroll { overflow-x: auto; max-width: 100%; }
 #corpus-list td, #corpus-list th { padding: 4px 8px; text-align: left; vertical-align: top; }
 .hint { color: var(--body-text-color-subdued); }
+/* Gradio shows feedback buttons on every reply; a reply that is not an answer hides them. */
+#chat .message-row:has(.no-feedback) + .message-buttons [aria-label^='Like'],
+#chat .message-row:has(.no-feedback) + .message-buttons [aria-label^='Dislike'] {
+  display: none; }
 """
 
 # `[n]` in an answer shows that answer's sources and source n within the sources panel's own
@@ -170,7 +175,11 @@ class Handlers:
             return
         turns = list(turns or [])
         history = history_of(turns)
+        # A conversation is named by its first answer's id; after "clear" the next one starts anew.
+        message_id = uuid.uuid4().hex
         turn: dict[str, Any] = {
+            "id": message_id,
+            "conversation": turns[-1]["conversation"] if turns else message_id,
             "question": question,
             "answer": "",
             "citations": [],
@@ -226,18 +235,20 @@ class Handlers:
         return [], [], NO_SOURCES, gr.DownloadButton(value=None, interactive=False)
 
     def on_like(self, turns: list[dict[str, Any]] | None, data: gr.LikeData) -> None:
-        """Save a like or dislike of an answer (message i belongs to turn i // 2)."""
+        """Save the vote now standing on an answer (message i belongs to turn i // 2).
+
+        No confirmation pops up: the filled thumb says it, and toasts would pile up over the
+        sources. Replies that are not answers show no buttons, and a vote on one is not saved.
+        """
         index = data.index[0] if isinstance(data.index, (list, tuple)) else data.index
         turns = turns or []
         turn = turns[index // 2] if 0 <= index // 2 < len(turns) else None
-        if turn is None or turn.get("error") or data.liked is None:
+        if turn is None or turn.get("error") or turn.get("pending"):
             return
-        vote = {True: "like", False: "dislike"}.get(data.liked, str(data.liked).lower())
         try:
-            save_feedback(self.bot.settings.data_dir, turn, vote)
+            save_feedback(self.bot.settings.data_dir, turn, vote_of(data.liked))
         except OSError as e:
             raise gr.Error(f"Could not save your feedback ({e.strerror or e}).") from e
-        gr.Info("Thanks, your feedback was saved.")
 
     def load_corpus(self):
         """The table of indexed documents, the reader's choices, and the documents themselves."""

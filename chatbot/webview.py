@@ -14,6 +14,9 @@ from .errors import ChatbotError, ModelError
 
 FEEDBACK_FILE = "feedback.jsonl"
 NO_SOURCES = "<p class='hint'>The sources of the latest answer appear here.</p>"
+# Marks a reply that is not an answer (an error, a cut-off answer): the page hides its feedback
+# buttons, as Gradio's Chatbot shows them on every reply, and a vote on it is never saved.
+NO_FEEDBACK = "<span class='no-feedback'></span>"
 _MARKER = re.compile(r"\[(\d+)\]")
 # A `!` opening an image (`![alt](url)`, `![alt][ref]`), with the backslashes before it: an odd
 # number already escapes it. A `<` opening an HTML tag, comment or declaration.
@@ -232,7 +235,11 @@ def chat_messages(turns: list[dict[str, Any]], partial: str | None = None) -> li
         messages.append({"role": "assistant", "content": content})
     if partial is not None:
         messages[-1]["content"] = linkify(partial, len(turns)) or "…"
-    return [{**m, "content": inert(m["content"])} for m in messages]
+    messages = [{**m, "content": inert(m["content"])} for m in messages]
+    for i, turn in enumerate(turns):
+        if turn.get("error"):
+            messages[2 * i + 1]["content"] += NO_FEEDBACK
+    return messages
 
 
 def history_of(turns: list[dict[str, Any]]) -> list[dict[str, str]]:
@@ -267,11 +274,17 @@ def conversation_markdown(turns: list[dict[str, Any]], model: str) -> str:
     return "\n".join(lines)
 
 
-def save_feedback(data_dir: Path, turn: dict[str, Any], vote: str) -> Path:
-    """Append one vote with its question, answer and citations to `feedback.jsonl`."""
+def save_feedback(data_dir: Path, turn: dict[str, Any], vote: str | None) -> Path:
+    """Append the vote now standing on an answer (None: taken back) to `feedback.jsonl`.
+
+    Each line names its message and conversation, so a reader takes the last line per
+    message id as that answer's vote.
+    """
     path = Path(data_dir) / FEEDBACK_FILE
     record = {
         "time": datetime.now(UTC).isoformat(timespec="seconds"),
+        "message_id": turn.get("id"),
+        "conversation_id": turn.get("conversation"),
         "vote": vote,
         "question": turn["question"],
         "answer": turn["answer"],
@@ -282,6 +295,15 @@ def save_feedback(data_dir: Path, turn: dict[str, Any], vote: str) -> Path:
     with _FEEDBACK_LOCK, path.open("a", encoding="utf-8") as f:
         f.write(json.dumps(record, ensure_ascii=False) + "\n")
     return path
+
+
+def vote_of(liked: bool | str | None) -> str | None:
+    """Gradio's like value as the vote it leaves standing: like, dislike, or None when undone."""
+    if liked is True:
+        return "like"
+    if liked is False:
+        return "dislike"
+    return str(liked).lower() if liked else None
 
 
 def corpus_documents(bot) -> list[dict[str, Any]]:

@@ -241,6 +241,64 @@ def test_chat_streams_a_cited_answer_shows_its_sources_and_keeps_the_conversatio
     assert f"[{first.n}] {first.title}" in markdown, markdown
 
 
+@pytest.fixture(scope="module")
+def votes_server(built_index, tmp_path_factory) -> Iterator[tuple[str, Path]]:
+    """The app over its own copy of the index, so its feedback file holds only its votes."""
+    data = private_index(built_index, tmp_path_factory, "votes")
+    port = free_port()
+    app = web.serve(Chatbot(Settings.load(env_file=None, data_dir=data)), port=port, block=False)
+    yield f"http://127.0.0.1:{port}/", data
+    app.close()
+
+
+def latest_votes(records: list[dict]) -> dict[str, str | None]:
+    """Each message's standing vote: the last record for its id."""
+    return {r["message_id"]: r["vote"] for r in records}
+
+
+def wait_for_votes(data_dir: Path, check, what: str) -> list[dict]:
+    """The feedback records once `check(records)` holds (votes are saved asynchronously)."""
+    deadline = time.monotonic() + 10
+    while not check(records := feedback_records(data_dir)):
+        assert time.monotonic() < deadline, f"{what}: {records}"
+        time.sleep(0.1)
+    return records
+
+
+@needs_chromium
+def test_feedback_records_name_message_and_conversation_and_the_vote_left_standing(
+    page, votes_server
+):
+    url, data = votes_server
+    open_app(page, url)
+    ask(page, QUESTION)
+    chat = page.locator("#chat")
+    like, dislike = (chat.get_by_role("button", name=n, exact=True) for n in ("Like", "Dislike"))
+    like.nth(0).click()
+    (first,) = wait_for_feedback(data, 1)
+    assert first["vote"] == "like" and first["message_id"] and first["conversation_id"], first
+    one = first["message_id"]
+    dislike.nth(0).click()  # switch
+    wait_for_votes(data, lambda r: latest_votes(r)[one] == "dislike", "switching not recorded")
+    chat.get_by_role("button", name="Disliked", exact=True).click()  # take it back
+    wait_for_votes(data, lambda r: latest_votes(r)[one] is None, "taking back not recorded")
+    assert page.locator(".toast-body").count() == 0, "votes should not pop up toasts"
+
+    ask(page, "What is optimal transport?")
+    like.nth(1).click()
+    wait_for_votes(data, lambda r: len(latest_votes(r)) == 2, "second answer's vote missing")
+    page.locator("#clear").click()
+    page.wait_for_function("!document.querySelector(\"#chat [data-testid='bot']\")")
+    ask(page, QUESTION)
+    like.nth(0).click()
+    records = wait_for_votes(data, lambda r: len(latest_votes(r)) == 3, "third vote missing")
+    ids = list(latest_votes(records))
+    conversation = {r["message_id"]: r["conversation_id"] for r in records}
+    assert conversation[ids[0]] == conversation[ids[1]], "two answers of one conversation"
+    assert conversation[ids[2]] != conversation[ids[0]], "clear should start a new conversation"
+    assert latest_votes(records) == {ids[0]: None, ids[1]: "like", ids[2]: "like"}, records
+
+
 @needs_chromium
 def test_a_citation_in_an_older_answer_opens_that_answers_source_without_moving_the_page(
     page, server, bot
@@ -404,6 +462,9 @@ def test_a_failing_model_gives_a_short_message_in_the_chat_not_a_traceback(page,
     body = page.locator("body").inner_text()
     assert "Traceback" not in body and 'File "' not in body, "a traceback reached the page"
     assert "could not be answered" in page.locator("#sources").inner_text()
+    for name in ("Like", "Dislike"):
+        button = page.locator("#chat").get_by_role("button", name=name, exact=True)
+        assert not any(b.is_visible() for b in button.all()), f"an error reply shows {name}"
 
 
 API_KEY = "sk-test-WEBLEAKCHECK-0123456789"
@@ -587,6 +648,17 @@ def test_twenty_concurrent_clients_asking_five_questions_each_all_get_answers(se
     wrong = [(q, a) for q, a in results if a != expected[q]]
     assert not wrong, f"{len(wrong)} of 100 answers differ from the library's, e.g. {wrong[0]}"
     print(f"100 answers to 20 concurrent clients in {elapsed:.1f}s")
+
+
+def test_a_vote_is_the_one_left_standing_and_error_replies_are_marked_for_no_feedback():
+    assert [webview.vote_of(v) for v in (True, False, "", None)] == ["like", "dislike", None, None]
+    turns = [
+        {"question": "q1", "answer": "a [1]", "citations": []},
+        {"question": "q2", "answer": "", "citations": [], "error": "The model failed."},
+    ]
+    messages = webview.chat_messages(turns)
+    assert webview.NO_FEEDBACK in messages[3]["content"], "an error reply should have no votes"
+    assert webview.NO_FEEDBACK not in messages[1]["content"], "an answer should keep its votes"
 
 
 def test_sources_panel_escapes_text_and_only_links_web_urls():
