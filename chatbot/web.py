@@ -29,6 +29,7 @@ from .webview import (
     corpus_documents,
     corpus_table,
     document_markdown,
+    download_name,
     friendly,
     history_of,
     passage_dicts,
@@ -140,7 +141,6 @@ class Handlers:
     def __init__(self, bot) -> None:
         self.bot = bot
         self.model = bot.settings.model_label
-        self.downloads = Path(tempfile.mkdtemp(prefix="chatbot-web-"))
 
     def indicator(self) -> str:
         """The line naming the model and what the index holds."""
@@ -156,11 +156,9 @@ class Handlers:
             f"{info['passages']} passages · embeddings: {info['embedding_model']}"
         )
 
-    def download(self, turns: list[dict[str, Any]]) -> gr.DownloadButton:
-        """The download button, holding the conversation so far as a Markdown file."""
-        folder = self.downloads / uuid.uuid4().hex
-        folder.mkdir()
-        path = folder / "conversation.md"
+    def download(self, turns: list[dict[str, Any]], folder: str) -> gr.DownloadButton:
+        """The download button, holding the conversation so far as a Markdown file in `folder`."""
+        path = Path(folder) / download_name(turns[0]["question"], datetime.now(UTC).date())
         path.write_text(conversation_markdown(turns, self.model), encoding="utf-8")
         return gr.DownloadButton(value=str(path), interactive=True)
 
@@ -193,7 +191,11 @@ class Handlers:
             yield gr.skip(), chat_messages(turns, text), sources, gr.skip(), gr.skip()
         for key in ("pending", "retrieved", "numbers"):
             turn.pop(key, None)
-        yield gr.skip(), chat_messages(turns), sources_html(turns), turns, self.download(turns)
+        # Gradio copies the file into its own cache (cleaned by delete_cache) before it asks for
+        # the next value, so the folder can go when the generator ends: no file is left behind.
+        with tempfile.TemporaryDirectory(prefix="chatbot-web-") as folder:
+            download = self.download(turns, folder)
+            yield gr.skip(), chat_messages(turns), sources_html(turns), turns, download
 
     def _answer(
         self, turn: dict[str, Any], history: list[dict[str, str]]

@@ -6,7 +6,7 @@ import html
 import json
 import re
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,8 @@ _FEEDBACK_LOCK = threading.Lock()
 QUOTE_PREVIEW = 300
 SHORT_PASSAGE = 400
 EXCERPT_CONTEXT = 120
+# A download's name keeps this much of its first question.
+DOWNLOAD_NAME_CHARS = 60
 
 
 def friendly(e: ChatbotError) -> str:
@@ -272,6 +274,13 @@ def conversation_markdown(turns: list[dict[str, Any]], model: str) -> str:
                 lines.append(f"- [{c['n']}] {c['title']}{paper}{url} (score {c['score']:.2f})")
             lines.append("")
     return "\n".join(lines)
+
+
+def download_name(question: str, day: date) -> str:
+    """A conversation's file name: its first question as words joined by '-', then the date."""
+    words = re.findall(r"[^\W_]+", question.lower())
+    slug = "-".join(words)[:DOWNLOAD_NAME_CHARS].rstrip("-") or "conversation"
+    return f"{slug}-{day.isoformat()}.md"
 
 
 def save_feedback(data_dir: Path, turn: dict[str, Any], vote: str | None) -> Path:

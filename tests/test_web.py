@@ -299,6 +299,42 @@ def test_feedback_records_name_message_and_conversation_and_the_vote_left_standi
     assert latest_votes(records) == {ids[0]: None, ids[1]: "like", ids[2]: "like"}, records
 
 
+def app_temp_files() -> list[Path]:
+    """What the app's own temporary folders hold (they are named chatbot-web-*)."""
+    import tempfile
+
+    return [p for d in Path(tempfile.gettempdir()).glob("chatbot-web-*") for p in d.rglob("*")]
+
+
+@needs_chromium
+def test_the_download_is_named_after_the_question_and_date_and_leaves_no_file_behind(
+    page, built_index, tmp_path_factory
+):
+    from datetime import UTC, datetime
+    from urllib.parse import unquote
+
+    data = private_index(built_index, tmp_path_factory, "download")
+    before = set(app_temp_files())
+    port = free_port()
+    app = web.serve(Chatbot(Settings.load(env_file=None, data_dir=data)), port=port, block=False)
+    try:
+        open_app(page, f"http://127.0.0.1:{port}/")
+        ask(page, QUESTION)
+        ask(page, "What is optimal transport?")
+        with page.expect_download() as download:
+            page.locator("#download").click()
+        today = datetime.now(UTC).date().isoformat()
+        name = f"do-ai-agent-benchmarks-reflect-reality-{today}.md"
+        assert download.value.suggested_filename == name, download.value.suggested_filename
+        assert "## What is optimal transport?" in Path(download.value.path()).read_text("utf-8")
+        left = set(app_temp_files()) - before
+        assert not left, f"answers should leave no files in the app's temp folder: {left}"
+        served = Path(unquote(download.value.url.split("file=", 1)[1]))
+    finally:
+        app.close()
+    assert not served.exists(), f"the download's copy outlived the app: {served}"
+
+
 @needs_chromium
 def test_a_citation_in_an_older_answer_opens_that_answers_source_without_moving_the_page(
     page, server, bot
@@ -659,6 +695,15 @@ def test_a_vote_is_the_one_left_standing_and_error_replies_are_marked_for_no_fee
     messages = webview.chat_messages(turns)
     assert webview.NO_FEEDBACK in messages[3]["content"], "an error reply should have no votes"
     assert webview.NO_FEEDBACK not in messages[1]["content"], "an answer should keep its votes"
+
+
+def test_a_download_is_named_after_its_first_question_and_the_day():
+    from datetime import date
+
+    day = date(2026, 12, 1)
+    name = webview.download_name("What is generative social choice?", day)
+    assert name == "what-is-generative-social-choice-2026-12-01.md"
+    assert webview.download_name("???", day) == "conversation-2026-12-01.md"
 
 
 def test_sources_panel_escapes_text_and_only_links_web_urls():
