@@ -81,8 +81,8 @@ def check_question(question: Any, history: Any, max_chars: int) -> None:
         raise QuestionError("The question is empty: type a question about the papers.")
     if len(question) > max_chars:
         raise QuestionError(
-            f"The question is {len(question)} characters long; the limit is {max_chars} "
-            "(CHATBOT_MAX_QUESTION_CHARS). Shorten it."
+            f"Your question is {len(question):,} characters long; "
+            f"please shorten it to {max_chars:,} or fewer."
         )
     for turn in history:
         if (

@@ -28,6 +28,8 @@ from .webview import (
     conversation_markdown,
     corpus_documents,
     corpus_table,
+    counter_html,
+    counter_js,
     document_markdown,
     download_name,
     friendly,
@@ -90,6 +92,7 @@ CSS = """
 #sources details .passage { margin-top: 4px; }
 /* On a phone the corpus table scrolls within its box, not the page sideways. */
 #corpus-table .table-scroll { overflow-x: auto; max-width: 100%; }
+#question-count { font-size: 0.85em; text-align: right; margin-top: -8px; }
 #corpus-list td, #corpus-list th { padding: 4px 8px; text-align: left; vertical-align: top; }
 .hint { color: var(--body-text-color-subdued); }
 /* Gradio shows feedback buttons on every reply; a reply that is not an answer hides them. */
@@ -290,6 +293,7 @@ class ChatTab:
     chat: gr.Chatbot
     box: gr.Textbox
     send: gr.Button
+    count: gr.HTML
     clear: gr.Button
     download: gr.DownloadButton
     examples: gr.Dataset
@@ -308,12 +312,12 @@ def build_app(bot) -> gr.Blocks:
         docs = gr.State([])
         with gr.Tabs():
             with gr.Tab("Chat", id="chat-tab"):
-                tab = _chat_tab()
+                tab = _chat_tab(bot.settings.max_question_chars)
             with gr.Tab("Corpus", id="corpus-tab") as corpus_tab:
                 pick = gr.Dropdown(label="Read a summary", choices=[], elem_id="corpus-pick")
                 reader = gr.Markdown(elem_id="corpus-doc")
                 table = gr.HTML(elem_id="corpus-table")
-        _wire_chat(ui, tab, turns)
+        _wire_chat(ui, tab, turns, bot.settings.max_question_chars)
         app.load(ui.indicator, None, status, **PRIVATE)
         corpus_tab.select(ui.load_corpus, None, [table, pick, docs], **PRIVATE)
         pick.change(ui.show_document, [pick, docs], reader, **PRIVATE)
@@ -321,7 +325,7 @@ def build_app(bot) -> gr.Blocks:
     return app
 
 
-def _chat_tab() -> ChatTab:
+def _chat_tab(limit: int) -> ChatTab:
     """The chat beside the sources of its latest answer, with the buttons and examples."""
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
@@ -340,8 +344,10 @@ def _chat_tab() -> ChatTab:
                     show_label=False,
                     scale=5,
                     autofocus=True,
+                    max_length=limit,
                 )
                 send = gr.Button("Send", variant="primary", scale=1)
+            count = gr.HTML(counter_html(0, limit), elem_id="question-count")
             with gr.Row():
                 clear = gr.Button("Clear chat", elem_id="clear", size="sm")
                 download = gr.DownloadButton(
@@ -357,10 +363,10 @@ def _chat_tab() -> ChatTab:
         with gr.Column(scale=2, elem_id="sources-col"):
             gr.Markdown("### Sources")
             sources = gr.HTML(NO_SOURCES, elem_id="sources")
-    return ChatTab(chat, box, send, clear, download, examples, sources)
+    return ChatTab(chat, box, send, count, clear, download, examples, sources)
 
 
-def _wire_chat(ui: Handlers, tab: ChatTab, turns: gr.State) -> None:
+def _wire_chat(ui: Handlers, tab: ChatTab, turns: gr.State, limit: int) -> None:
     """Connect the chat tab's events to their handlers."""
     outputs = [tab.box, tab.chat, tab.sources, turns, tab.download]
     tab.box.submit(ui.respond, [tab.box, turns], outputs, **PRIVATE)
@@ -368,6 +374,9 @@ def _wire_chat(ui: Handlers, tab: ChatTab, turns: gr.State) -> None:
     tab.examples.click(lambda i: EXAMPLES[i], tab.examples, tab.box, **PRIVATE).then(
         ui.respond, [tab.box, turns], outputs, **PRIVATE
     )
+    # The counter runs in the browser: no request per keystroke.
+    count_js = f"(text) => {counter_js(limit)}"
+    tab.box.change(None, tab.box, tab.count, js=count_js, **PRIVATE)
     cleared = [tab.chat, turns, tab.sources, tab.download]
     tab.clear.click(ui.clear, None, cleared, **PRIVATE)
     tab.chat.clear(ui.clear, None, cleared, **PRIVATE)

@@ -276,6 +276,19 @@ def conversation_markdown(turns: list[dict[str, Any]], model: str) -> str:
     return "\n".join(lines)
 
 
+def counter_html(length: int, limit: int) -> str:
+    """The question box's counter, e.g. '1,234 / 2,000 characters'."""
+    return f"<span class='hint'>{length:,} / {limit:,} characters</span>"
+
+
+def counter_js(limit: int) -> str:
+    """A JavaScript expression giving `counter_html` of the string `text`, for the browser."""
+    return (
+        "`<span class='hint'>${(text || '').length.toLocaleString('en-US')} / "
+        f"{limit:,} characters</span>`"
+    )
+
+
 def download_name(question: str, day: date) -> str:
     """A conversation's file name: its first question as words joined by '-', then the date."""
     words = re.findall(r"[^\W_]+", question.lower())

@@ -420,6 +420,23 @@ def test_empty_input_does_nothing_and_clear_empties_the_chat(page, server):
     assert "latest answer appear here" in page.locator("#sources").inner_text()
 
 
+@needs_chromium
+def test_the_question_box_counts_characters_and_refuses_more_than_the_limit(page, server):
+    open_app(page, server)
+    counter = page.locator("#question-count")
+    assert counter.inner_text().strip() == "0 / 2,000 characters", counter.inner_text()
+    box = page.locator("#question textarea")
+    box.fill("Why?")
+    page.wait_for_function("document.querySelector('#question-count').innerText.includes('4 /')")
+    box.fill("")
+    box.focus()
+    page.keyboard.insert_text("why " * 750)
+    assert len(box.input_value()) == 2000, "the box should hold no more than the limit"
+    page.wait_for_function(
+        "document.querySelector('#question-count').innerText.includes('2,000 / 2,000')"
+    )
+
+
 @pytest.fixture
 def phone(browser):
     """A fresh page the size of a phone screen (390×844)."""
@@ -653,6 +670,12 @@ def test_chat_api_reports_errors_as_messages(server, broken_server):
 
     with pytest.raises(AppError, match="question is empty"):
         Client(server, verbose=False).predict("  ", api_name="/chat")
+    # An over-long question is answered in a reader's words, not with a setting's name.
+    with pytest.raises(AppError) as refused:
+        Client(server, verbose=False).predict("why " * 750, api_name="/chat")
+    message = str(refused.value)
+    assert "Your question is 3,000 characters long; please shorten it to 2,000 or fewer" in message
+    assert "CHATBOT_" not in message, message
     with pytest.raises(AppError, match="model failed"):
         Client(broken_server, verbose=False).predict(QUESTION, api_name="/chat")
 
