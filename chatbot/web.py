@@ -294,7 +294,6 @@ class ChatTab:
     box: gr.Textbox
     send: gr.Button
     count: gr.HTML
-    clear: gr.Button
     download: gr.DownloadButton
     examples: gr.Dataset
     sources: gr.HTML
@@ -348,11 +347,10 @@ def _chat_tab(limit: int) -> ChatTab:
                 )
                 send = gr.Button("Send", variant="primary", scale=1)
             count = gr.HTML(counter_html(0, limit), elem_id="question-count")
-            with gr.Row():
-                clear = gr.Button("Clear chat", elem_id="clear", size="sm")
-                download = gr.DownloadButton(
-                    "Download conversation (.md)", elem_id="download", size="sm", interactive=False
-                )
+            # The chat's own trash icon is the one way to clear it (and start a new conversation).
+            download = gr.DownloadButton(
+                "Download conversation (.md)", elem_id="download", size="sm", interactive=False
+            )
             examples = gr.Dataset(
                 label="Example questions",
                 components=[box],
@@ -363,7 +361,7 @@ def _chat_tab(limit: int) -> ChatTab:
         with gr.Column(scale=2, elem_id="sources-col"):
             gr.Markdown("### Sources")
             sources = gr.HTML(NO_SOURCES, elem_id="sources")
-    return ChatTab(chat, box, send, count, clear, download, examples, sources)
+    return ChatTab(chat, box, send, count, download, examples, sources)
 
 
 def _wire_chat(ui: Handlers, tab: ChatTab, turns: gr.State, limit: int) -> None:
@@ -378,7 +376,6 @@ def _wire_chat(ui: Handlers, tab: ChatTab, turns: gr.State, limit: int) -> None:
     count_js = f"(text) => {counter_js(limit)}"
     tab.box.change(None, tab.box, tab.count, js=count_js, **PRIVATE)
     cleared = [tab.chat, turns, tab.sources, tab.download]
-    tab.clear.click(ui.clear, None, cleared, **PRIVATE)
     tab.chat.clear(ui.clear, None, cleared, **PRIVATE)
     tab.chat.like(ui.on_like, turns, None, **PRIVATE)
 

@@ -148,6 +148,11 @@ def press_enter_and_settle(page) -> None:
     page.remove_listener("requestfailed", end)
 
 
+def clear_chat(page) -> None:
+    """Click the chat's one clear control (its trash icon)."""
+    page.locator("#chat").get_by_role("button", name="Clear", exact=True).click()
+
+
 def bot_texts(page) -> list[str]:
     return [t.strip() for t in page.locator("#chat [data-testid='bot']").all_inner_texts()]
 
@@ -287,7 +292,7 @@ def test_feedback_records_name_message_and_conversation_and_the_vote_left_standi
     ask(page, "What is optimal transport?")
     like.nth(1).click()
     wait_for_votes(data, lambda r: len(latest_votes(r)) == 2, "second answer's vote missing")
-    page.locator("#clear").click()
+    clear_chat(page)
     page.wait_for_function("!document.querySelector(\"#chat [data-testid='bot']\")")
     ask(page, QUESTION)
     like.nth(0).click()
@@ -415,9 +420,18 @@ def test_empty_input_does_nothing_and_clear_empties_the_chat(page, server):
     assert page.locator("#chat [data-testid='user']").count() == 0, "empty input should do nothing"
 
     ask(page, QUESTION)
-    page.locator("#clear").click()
+    clear_chat(page)
     page.wait_for_function("!document.querySelector(\"#chat [data-testid='bot']\")")
     assert "latest answer appear here" in page.locator("#sources").inner_text()
+
+
+@needs_chromium
+def test_the_chat_has_one_clear_control(page, server):
+    open_app(page, server)
+    ask(page, QUESTION)
+    controls = page.get_by_role("button", name="Clear", exact=False).all()
+    names = [c.get_attribute("aria-label") or c.inner_text() for c in controls if c.is_visible()]
+    assert len(names) == 1, f"one control should clear the chat, the page has: {names}"
 
 
 @needs_chromium
