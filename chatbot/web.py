@@ -104,7 +104,7 @@ CSS = """
 # `[n]` in an answer shows that answer's sources and source n within the sources panel's own
 # scroll box, its quote in view in the card; the page itself moves only when the panel is off
 # screen (on a phone it sits below the chat). Links picking an answer's sources show its section.
-JS = """
+JS = r"""
 () => {
   const inPanel = (scroller, el) => {
     const top = el.getBoundingClientRect().top - scroller.getBoundingClientRect().top;
@@ -134,6 +134,30 @@ JS = """
     const mark = target.querySelector('.passage mark');
     if (mark) inPanel(mark.closest('.passage'), mark);
   }, true);
+  // Gradio's copy button copies a message's Markdown, links and all: copy an answer as plain
+  // text instead, its [n] markers then its sources as footnotes.
+  const plainAnswer = (text) => {
+    let answer = null;
+    const used = [];
+    const plain = text
+      .replace(/\[\[(\d+)\]\]\(#src-(\d+)-\d+(?: "[^"]*")?\)/g, (m, n, a) => {
+        answer = a;
+        if (!used.includes(n)) used.push(n);
+        return `[${n}]`;
+      })
+      .replace(/<span class='no-feedback'><\/span>/g, '');
+    if (answer === null) return plain;
+    const notes = used.map((n) => {
+      const head = document.querySelector(`#src-${answer}-${n} .source-head`);
+      return head ? head.innerText.trim() : `[${n}]`;
+    });
+    return `${plain}\n\n${notes.join('\n')}`;
+  };
+  const clip = navigator.clipboard;
+  if (clip && clip.writeText) {
+    const write = clip.writeText.bind(clip);
+    clip.writeText = (text) => write(plainAnswer(String(text)));
+  }
 }
 """
 

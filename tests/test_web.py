@@ -149,8 +149,12 @@ def press_enter_and_settle(page) -> None:
 
 
 def clear_chat(page) -> None:
-    """Click the chat's one clear control (its trash icon)."""
+    """Click the chat's one clear control (its trash icon) and wait until the server cleared.
+
+    The icon empties the chat in the browser at once; the sources follow from the server.
+    """
     page.locator("#chat").get_by_role("button", name="Clear", exact=True).click()
+    page.wait_for_function("!document.querySelector('#sources .answer-sources')")
 
 
 def bot_texts(page) -> list[str]:
@@ -449,6 +453,26 @@ def test_the_question_box_counts_characters_and_refuses_more_than_the_limit(page
     page.wait_for_function(
         "document.querySelector('#question-count').innerText.includes('2,000 / 2,000')"
     )
+
+
+@needs_chromium
+def test_copying_an_answer_gives_plain_markers_and_its_sources_as_footnotes(browser, server, bot):
+    expected = bot.ask(QUESTION)
+    context = browser.new_context(permissions=["clipboard-read", "clipboard-write"])
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    try:
+        open_app(page, server)
+        ask(page, QUESTION)
+        answer = page.locator("#chat .message-row.bot-row + .message-buttons").first
+        answer.get_by_role("button", name="Copy message").click()
+        copied = page.evaluate("navigator.clipboard.readText()")
+    finally:
+        context.close()
+    assert "](#src" not in copied and "[[" not in copied, f"Markdown links were copied: {copied}"
+    assert copied.startswith(expected.text), copied
+    for c in expected.citations:
+        assert f"[{c.n}] {c.title}" in copied, f"source {c.n} should be a footnote: {copied}"
 
 
 @pytest.fixture
