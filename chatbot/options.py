@@ -81,8 +81,8 @@ def check_question(question: Any, history: Any, max_chars: int) -> None:
         raise QuestionError("The question is empty: type a question about the papers.")
     if len(question) > max_chars:
         raise QuestionError(
-            f"Your question is {len(question):,} characters long; "
-            f"please shorten it to {max_chars:,} or fewer."
+            f"Your question is {len(question)} characters long; the limit is {max_chars} "
+            "characters. Please shorten it."
         )
     for turn in history:
         if (

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -583,10 +584,10 @@ class _OpenAIHandler(BaseHTTPRequestHandler):
         self.wfile.write(b"data: [DONE]\n\n")
 
 
-@pytest.fixture(scope="module")
-def api_server(web_data) -> Iterator[str]:
-    """The app with a real model: the OpenAI client talking to a local server."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _OpenAIHandler)
+@contextmanager
+def serve_with_model(web_data: Path, handler) -> Iterator[tuple[str, ThreadingHTTPServer]]:
+    """The app answering through the OpenAI client from a local server speaking with `handler`."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     settings = Settings.load(
         env_file=None,
@@ -597,8 +598,17 @@ def api_server(web_data) -> Iterator[str]:
     )
     port = free_port()
     app = web.serve(Chatbot(settings), port=port, block=False)
-    yield f"http://127.0.0.1:{port}/"
-    app.close()
+    try:
+        yield f"http://127.0.0.1:{port}/", httpd
+    finally:
+        app.close()
+
+
+@pytest.fixture(scope="module")
+def api_server(web_data) -> Iterator[str]:
+    """The app with a real model: the OpenAI client talking to a local server."""
+    with serve_with_model(web_data, _OpenAIHandler) as (url, httpd):
+        yield url
     httpd.shutdown()
     httpd.server_close()
 
@@ -648,19 +658,8 @@ RECORD_TIMES = """() => { window.__times = {};
 @pytest.fixture(scope="module")
 def slow_api_server(web_data) -> Iterator[str]:
     """The app with a model that takes 2 s to start answering."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _SlowFirstTokenHandler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    settings = Settings.load(
-        env_file=None,
-        data_dir=web_data,
-        openai_base_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1",
-        openai_api_key=API_KEY,
-        model="test-model",
-    )
-    port = free_port()
-    app = web.serve(Chatbot(settings), port=port, block=False)
-    yield f"http://127.0.0.1:{port}/"
-    app.close()
+    with serve_with_model(web_data, _SlowFirstTokenHandler) as (url, httpd):
+        yield url
     _SlowFirstTokenHandler.release.set()
     httpd.shutdown()
     httpd.server_close()
@@ -712,7 +711,7 @@ def test_chat_api_reports_errors_as_messages(server, broken_server):
     with pytest.raises(AppError) as refused:
         Client(server, verbose=False).predict("why " * 750, api_name="/chat")
     message = str(refused.value)
-    assert "Your question is 3,000 characters long; please shorten it to 2,000 or fewer" in message
+    assert "Your question is 3000 characters long; the limit is 2000 characters" in message
     assert "CHATBOT_" not in message, message
     with pytest.raises(AppError, match="model failed"):
         Client(broken_server, verbose=False).predict(QUESTION, api_name="/chat")
