@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .qa import Chatbot
     from .records import Fields
     from .settings import Settings
-    from .types import Answer, Citation
+    from .types import Answer, Citation, Support, Unsupported
 
 # Imported on first use: the embedding child process imports `chatbot.embeddings` and would
 # otherwise pay 2 s for LangChain's chat-model modules it never uses.
@@ -31,6 +31,8 @@ _EXPORTS = {
     "Citation": ".types",
     "Fields": ".records",
     "Settings": ".settings",
+    "Support": ".types",
+    "Unsupported": ".types",
     "parse_where": ".options",
     **dict.fromkeys(
         [
@@ -60,6 +62,8 @@ __all__ = [
     "QuestionError",
     "Settings",
     "StoreError",
+    "Support",
+    "Unsupported",
     "parse_where",
 ]
 __version__ = "0.1.0"

@@ -1,4 +1,5 @@
-"""Value types shared across the package: documents, passages, problems, answers and citations."""
+"""Value types shared across the package: documents, passages, problems, answers, citations
+and support checks."""
 
 from __future__ import annotations
 
@@ -92,6 +93,40 @@ class Citation:
 
 
 @dataclass(frozen=True)
+class Support:
+    """How well a passage supports a claim: `supported` when `score` reaches the threshold."""
+
+    supported: bool
+    score: float  # 0..1
+    quote: str  # the passage sentence(s) that best support the claim, verbatim
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """A sentence of an answer that its cited passages do not support, or that cites nothing."""
+
+    sentence: str
+    start: int  # offsets of `sentence` in `Answer.text`
+    end: int
+    # "not_found": the passages it cites do not support it; "uncited": it states something
+    # but cites no passage.
+    reason: str
+    numbers: tuple[int, ...]  # the [n] it cites, as shown in the answer
+    score: float  # best support score among its cited passages, 0 when it cites none
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape used by the CLI and the UI."""
+        return {
+            "sentence": self.sentence,
+            "start": self.start,
+            "end": self.end,
+            "reason": self.reason,
+            "numbers": list(self.numbers),
+            "score": self.score,
+        }
+
+
+@dataclass(frozen=True)
 class Answer:
     """An answer with the passages it cites, and how it was produced."""
 
@@ -103,11 +138,14 @@ class Answer:
     passages: list[Passage] = field(default_factory=list)  # shown to the model, best first
     usage: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    # Sentences not supported by the passages they cite, or stating something uncited.
+    unsupported: tuple[Unsupported, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """`{"answer", "abstained", "citations": [...]}`, as `chatbot ask --json` prints it."""
+        """The JSON shape `chatbot ask --json` prints: answer, abstained, citations, unsupported."""
         return {
             "answer": self.text,
             "abstained": self.abstained,
             "citations": [c.to_dict() for c in self.citations],
+            "unsupported": [u.to_dict() for u in self.unsupported],
         }
