@@ -1,0 +1,97 @@
+"""The web UI's own style sheet and page script, kept apart from its Python handlers."""
+
+CSS = """
+#sources .sources-scroll { max-height: 78vh; overflow-y: auto; overscroll-behavior: contain; }
+@media (min-width: 900px) {
+  #sources-col { position: sticky; top: 8px; align-self: flex-start; }
+}
+#sources .answer-pick { font-size: 0.9em; margin-bottom: 6px; }
+#sources .answer-pick a { padding: 0 4px; }
+#sources .for-question { font-size: 0.9em; margin-bottom: 8px;
+  color: var(--body-text-color-subdued); }
+#sources .source { border: 1px solid var(--border-color-primary); border-radius: 8px;
+  padding: 8px 12px; margin-bottom: 10px; }
+#sources .source.target { border-color: var(--color-accent);
+  box-shadow: 0 0 0 2px var(--color-accent-soft); }
+#sources .source-head { font-weight: 600; }
+#sources .relevance { white-space: nowrap; }
+#sources meter { width: 5em; height: 0.8em; vertical-align: middle; }
+#sources .badge { font-size: 0.8em; font-weight: 400; padding: 0 6px; border-radius: 8px;
+  background: var(--background-fill-secondary); color: var(--body-text-color-subdued); }
+#sources .meta { font-size: 0.85em; color: var(--body-text-color-subdued); margin: 2px 0 6px; }
+#sources .passage { white-space: pre-wrap; margin: 0; font-size: 0.92em; max-height: 16em;
+  overflow-y: auto; }
+#sources mark { background: var(--color-accent-soft); color: inherit; border-radius: 2px; }
+#sources details summary { cursor: pointer; font-size: 0.88em; margin-top: 4px;
+  color: var(--link-text-color); }
+#sources details .passage { margin-top: 4px; }
+/* On a phone the corpus table scrolls within its box, not the page sideways. */
+#corpus-table .table-scroll { overflow-x: auto; max-width: 100%; }
+#question-count { font-size: 0.85em; text-align: right; margin-top: -8px; }
+#corpus-list td, #corpus-list th { padding: 4px 8px; text-align: left; vertical-align: top; }
+.hint { color: var(--body-text-color-subdued); }
+/* Gradio shows feedback buttons on every reply; a reply that is not an answer hides them. */
+#chat .message-row:has(.no-feedback) + .message-buttons [aria-label^='Like'],
+#chat .message-row:has(.no-feedback) + .message-buttons [aria-label^='Dislike'] {
+  display: none; }
+"""
+
+# `[n]` in an answer shows that answer's sources and source n within the sources panel's own
+# scroll box, its quote in view in the card; the page itself moves only when the panel is off
+# screen (on a phone it sits below the chat). Links picking an answer's sources show its section.
+JS = r"""
+() => {
+  const inPanel = (scroller, el) => {
+    const top = el.getBoundingClientRect().top - scroller.getBoundingClientRect().top;
+    scroller.scrollTop += top - 8;
+  };
+  document.addEventListener('click', (event) => {
+    const link = event.target.closest
+      && event.target.closest('a[href^="#src-"], a[href^="#answer-"]');
+    if (!link) return;
+    event.preventDefault();
+    event.stopPropagation();
+    const target = document.getElementById(link.getAttribute('href').slice(1));
+    const section = target && target.closest('#sources .answer-sources');
+    if (!section) return;
+    document.querySelectorAll('#sources .answer-sources')
+      .forEach((s) => { s.hidden = s !== section; });
+    document.querySelectorAll('#sources .source.target')
+      .forEach((el) => el.classList.remove('target'));
+    const scroller = section.closest('.sources-scroll');
+    const box = scroller.getBoundingClientRect();
+    if (box.top < 0 || box.top > window.innerHeight * 0.6) {
+      scroller.scrollIntoView({block: 'start'});
+    }
+    if (target === section) { scroller.scrollTop = 0; return; }
+    target.classList.add('target');
+    inPanel(scroller, target);
+    const mark = target.querySelector('.passage mark');
+    if (mark) inPanel(mark.closest('.passage'), mark);
+  }, true);
+  // Gradio's copy button copies a message's Markdown, links and all: copy an answer as plain
+  // text instead, its [n] markers then its sources as footnotes.
+  const plainAnswer = (text) => {
+    let answer = null;
+    const used = [];
+    const plain = text
+      .replace(/\[\[(\d+)\]\]\(#src-(\d+)-\d+(?: "[^"]*")?\)/g, (m, n, a) => {
+        answer = a;
+        if (!used.includes(n)) used.push(n);
+        return `[${n}]`;
+      })
+      .replace(/<span class='no-feedback'><\/span>/g, '');
+    if (answer === null) return plain;
+    const notes = used.map((n) => {
+      const head = document.querySelector(`#src-${answer}-${n} .source-head`);
+      return head ? head.innerText.trim() : `[${n}]`;
+    });
+    return `${plain}\n\n${notes.join('\n')}`;
+  };
+  const clip = navigator.clipboard;
+  if (clip && clip.writeText) {
+    const write = clip.writeText.bind(clip);
+    clip.writeText = (text) => write(plainAnswer(String(text)));
+  }
+}
+"""
