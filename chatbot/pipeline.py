@@ -233,7 +233,9 @@ def condense(model: Model, question: str, history: History) -> str:
     """The follow-up `question` rewritten to stand alone (as it is without an earlier question)."""
     if not any(t["role"] == "user" for t in history):
         return question
-    template = ChatPromptTemplate.from_messages([("human", load_prompts().condense)])
+    template = ChatPromptTemplate.from_messages(
+        [("human", load_prompts(model.settings.prompts_dir).condense)]
+    )
     # A long conversation loses its oldest turns first to fit the context window.
     fitted = _fit(
         model,
@@ -267,7 +269,7 @@ def retrieve(
 
 def fit_prompt(model: Model, question: str, passages: list[Passage], history: History) -> Prompt:
     """The answer request; the lowest-ranked passages, then the oldest turns, go until it fits."""
-    prompts = load_prompts()
+    prompts = load_prompts(model.settings.prompts_dir)
     template = ChatPromptTemplate.from_messages(
         [("system", prompts.system), MessagesPlaceholder("history"), ("human", prompts.answer)]
     )

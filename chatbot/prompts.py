@@ -1,4 +1,8 @@
-"""Prompt templates: plain files in `prompts/`, loaded at run time and checked for placeholders."""
+"""Prompt templates: plain files in `prompts/`, loaded at run time and checked for placeholders.
+
+The product's own folder ships inside the package (`settings.PROMPTS_DIR`);
+CHATBOT_PROMPTS_DIR points at a folder of one's own with the same three files.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +14,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from .errors import ConfigError
-from .settings import PROJECT_DIR
+from .settings import PROMPTS_DIR
 from .types import Passage
 
-PROMPTS_DIR = PROJECT_DIR / "prompts"
 NO_ANSWER = "The corpus does not answer this question."
 
 # Each template and the placeholders it must contain (and may contain nothing else).

@@ -12,6 +12,7 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
+from importlib.resources import files
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
@@ -21,7 +22,19 @@ from pydantic import SecretStr
 
 from .errors import ConfigError
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+
+def packaged(name: str) -> Path:
+    """The product's own `prompts` or `corpus` folder, wherever the package is installed.
+
+    A wheel or sdist carries the top-level folders inside the package as `chatbot/_data/NAME`
+    (pyproject.toml maps them in); a checkout has no `_data`, so its top-level folder is used.
+    """
+    inside = Path(str(files(__package__))) / "_data" / name
+    return inside if inside.is_dir() else Path(__file__).resolve().parent.parent / name
+
+
+PROMPTS_DIR = packaged("prompts")
+CORPUS_DIR = packaged("corpus")
 MAX_QUESTION_CHARS = 2000
 DEFAULT_COLLECTION = "summaries"
 # A list question searches top_k + 3 passages, and a search takes at most 100 (options.MAX_K).
@@ -54,7 +67,8 @@ class Settings:
     """Every knob of the chatbot; the defaults work offline on a fresh machine."""
 
     data_dir: Path
-    corpus_dir: Path = PROJECT_DIR / "corpus"
+    corpus_dir: Path = CORPUS_DIR
+    prompts_dir: Path = PROMPTS_DIR
     collection: str = DEFAULT_COLLECTION
     chroma_url: str | None = None
     embeddings: str = "minilm"
@@ -74,11 +88,14 @@ class Settings:
     context_window: int | None = None
     max_answer_tokens: int = 512
     max_file_mb: float = 20.0
+    # The key API clients of `chatbot serve` must send; required when it serves other machines.
+    api_key: SecretStr | None = None
 
     # Environment variable for each field; the API key names are the ones every OpenAI tool uses.
     ENV: ClassVar[dict[str, str]] = {
         "data_dir": "CHATBOT_DATA_DIR",
         "corpus_dir": "CHATBOT_CORPUS_DIR",
+        "prompts_dir": "CHATBOT_PROMPTS_DIR",
         "collection": "CHATBOT_COLLECTION",
         "chroma_url": "CHATBOT_CHROMA_URL",
         "embeddings": "CHATBOT_EMBEDDINGS",
@@ -98,6 +115,7 @@ class Settings:
         "context_window": "CHATBOT_CONTEXT_WINDOW",
         "max_answer_tokens": "CHATBOT_MAX_ANSWER_TOKENS",
         "max_file_mb": "CHATBOT_MAX_FILE_MB",
+        "api_key": "CHATBOT_API_KEY",
     }
 
     @classmethod
@@ -119,11 +137,11 @@ class Settings:
 
     def __post_init__(self) -> None:
         # Keys given as text (a flag, a test) are wrapped too; folders may start with "~".
-        for key in ("openai_api_key", "embedding_api_key"):
+        for key in ("openai_api_key", "embedding_api_key", "api_key"):
             value = getattr(self, key)
             if isinstance(value, str):
                 object.__setattr__(self, key, SecretStr(value) if value else None)
-        for key in ("data_dir", "corpus_dir"):
+        for key in ("data_dir", "corpus_dir", "prompts_dir"):
             object.__setattr__(self, key, Path(getattr(self, key)).expanduser())
         self.check()
 
