@@ -1,0 +1,402 @@
+"""Whether a passage supports a claim: its figures, names, negation and wording, by sentence.
+
+A claim is compared with the passage's best one or two adjacent sentences. Hard evidence against
+it: a number (normalised: "20%", "20 percent" and "twenty" are one figure) or a name (capitalised
+words, acronyms, system names) that the passage never gives, a negation the sentence does not
+share (or the reverse), an opposite ("increase" where the sentence says "decrease"), or an
+absolute qualifier ("fully", "always") the passage never uses. Without it, support is the share
+of the claim's content words the sentences cover, blended with the cosine of their embeddings
+(the installed MiniLM model). Passage sentences are embedded once and cached by their text.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .keyword import terms
+from .offline import split_sentences
+from .types import Support
+
+# `supported` is `score >= THRESHOLD`. Tuned on claims_dev.jsonl (80 claims, 40 supported): from
+# 0.45 to 0.55 it flags 90-98% of the unsupported claims and 2.5-5% of the supported ones (a
+# plateau); below 0.4 numbers and names still go but invented conclusions pass, above 0.6
+# paraphrases start to be flagged. 0.5 is the middle. `benchmarks/bench_support.py --sweep`.
+THRESHOLD = 0.5
+# Share of the score carried by content-word coverage; the rest is the embedding cosine.
+COVERAGE_WEIGHT = 0.6
+# Cosines of MiniLM sentence embeddings below LOW_COSINE mean unrelated text; above HIGH_COSINE
+# a restatement. Between them the similarity is scaled linearly to 0..1.
+LOW_COSINE, HIGH_COSINE = 0.3, 0.85
+# Each kind of contrary evidence multiplies the score by its factor.
+MISSING_NUMBER = 0.3
+MISSING_NAME = 0.4
+NEGATION_FLIP = 0.4
+OPPOSITE = 0.5
+ABSOLUTE = 0.6
+CACHED_PASSAGES = 512
+
+Span = tuple[int, int]
+
+_MARKER = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")
+# "The summary says that …", "According to the paper, …": who says it is not part of the claim.
+_META = re.compile(
+    r"^(?:according to the (?:summary|paper|text|authors?),?\s*|the (?:summary|paper|text|"
+    r"authors?|article|title|example)\s+(?:says|states|claims|reports|notes|argues|concludes|"
+    r"shows|describes|suggests|explains|writes|mentions|finds)\s+(?:that\s+)?)",
+    re.IGNORECASE,
+)
+_SMALL = {
+    "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+    "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
+    "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30,
+    "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90,
+    "hundred": 100, "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12,
+    "dozen": 12, "twice": 2, "double": 2, "triple": 3, "half": 0.5,
+}  # fmt: skip
+_SCALE = {"hundred": 100, "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
+# A figure: digits ("10,000", "3.5", "20%"; not the 4 of "GPT-4") or a number word, with an
+# optional scale word after it ("2 trillion", "ten thousand"). "one" is left out: "one of the…".
+_FIGURE = re.compile(
+    r"(?<![\w.-])(\d[\d,]*(?:\.\d+)?)(?:%|x\b)?(?![\w-])|\b(" + "|".join(_SMALL) + r")\b",
+    re.IGNORECASE,
+)
+_SCALE_AFTER = re.compile(r"\s*(?:-\s*)?(" + "|".join(_SCALE) + r")s?\b", re.IGNORECASE)
+# A name: a word with a capital after its first letter (GPT, GitLab), a digit among letters
+# (GPT-4o), or a capitalised word that does not open a sentence.
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-.][A-Za-z0-9]+)*")
+_OPENS = re.compile(r"(?:^|[.!?:;]\s+|[\"“‘'(]\s*)$")
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|cannot|neither|nor|none|nothing|unable|rarely|seldom|hardly|"
+    r"fail(?:s|ed)?\s+to)\b|n['’]t\b",
+    re.IGNORECASE,
+)
+_PARAGRAPH = re.compile(r"\S(?:.|\n(?!\s*\n))*")
+# Clauses: a negation counts only in the part of a sentence that is about the claim.
+_CLAUSE = re.compile(r"[,;:()\u2014\u2013]|\s-\s|\b(?:but|while|whereas|although)\b")
+_CONTRAST = re.compile(r"\b(?:rather than|instead of)\b")
+_OPPOSITES = [
+    ("increase", "decrease"), ("improve", "worsen"), ("improve", "degrade"), ("improve", "hurt"),
+    ("more", "less"), ("more", "fewer"), ("higher", "lower"), ("better", "worse"),
+    ("easy", "hard"), ("easy", "difficult"), ("easy", "complicated"), ("easily", "difficult"),
+    ("easily", "hard"), ("faster", "slower"), ("larger", "smaller"),
+    ("amplify", "cancel"), ("amplify", "reduce"), ("consistent", "inconsistent"),
+    ("simple", "complex"), ("clean", "messy"), ("success", "failure"), ("strong", "weak"),
+    ("outperform", "underperform"), ("rise", "fall"), ("gain", "loss"),
+]  # fmt: skip
+_ABSOLUTE = re.compile(
+    r"\b(?:fully|completely|entirely|always|easily|merely|purely|perfectly|faithfully|"
+    r"guarantee[sd]?|proves?|proven|solved?|definitely|certainly|every|all|only)\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class _Passage:
+    """A passage split into sentences, with each sentence's terms and (once asked) embeddings."""
+
+    text: str
+    spans: tuple[Span, ...]
+    terms: tuple[frozenset[str], ...]
+    lowered: str
+    numbers: frozenset[float]
+
+    def sentence(self, i: int) -> str:
+        return self.text[self.spans[i][0] : self.spans[i][1]]
+
+
+@dataclass(frozen=True)
+class _Claim:
+    """A claim's text without markers or "the summary says", and what the checks look for."""
+
+    text: str
+    terms: frozenset[str]
+    numbers: frozenset[float]
+    names: tuple[str, ...]
+    negated: bool
+    absolutes: frozenset[str]
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """One or two adjacent passage sentences that may support a claim."""
+
+    group: tuple[int, ...]  # sentence indexes
+    coverage: float  # share of the claim's terms they hold
+    penalty: float  # factors for the evidence against the claim in these sentences
+
+
+@dataclass(frozen=True)
+class _Lexical:
+    """The claim against one passage: candidate sentences and the passage-wide evidence."""
+
+    passage: _Passage
+    candidates: tuple[_Candidate, ...]
+    penalty: float  # factors for figures, names and qualifiers the passage never gives
+
+
+class SupportChecker:
+    """Checks claims against passages; thread-safe, caching passages' sentences and vectors."""
+
+    def __init__(self, embeddings=None) -> None:
+        """`embeddings`: LangChain embeddings (default: the installed MiniLM model)."""
+        self._embeddings = embeddings
+        self._lock = threading.Lock()
+        self._passages: OrderedDict[str, _Passage] = OrderedDict()
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    def check(self, claim: str, passage_text: str) -> Support:
+        """Whether `passage_text` supports `claim`."""
+        return self.check_many([(claim, [passage_text])])[0]
+
+    def check_many(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[Support]:
+        """Each `(claim, passage texts)` judged against the best sentences of those passages.
+
+        Everything still to embed (claims and uncached passages) goes in one batch.
+        """
+        results: list[Support | None] = []
+        pending: list[tuple[int, _Claim, list[_Lexical]]] = []
+        for i, (claim, texts) in enumerate(items):
+            quote = verbatim(claim, texts)
+            if quote is not None:
+                results.append(Support(True, 1.0, quote))
+                continue
+            parsed = parse_claim(claim)
+            found = [lexical(parsed, self._passage(t)) for t in texts if t.strip()]
+            if not found or not parsed.terms:
+                results.append(Support(False, 0.0, ""))
+                continue
+            results.append(None)
+            pending.append((i, parsed, found))
+        if pending:
+            self._score(pending, results)
+        return [r if r is not None else Support(False, 0.0, "") for r in results]
+
+    def _score(
+        self, pending: list[tuple[int, _Claim, list[_Lexical]]], results: list[Support | None]
+    ) -> None:
+        """Fill `results` for the claims that need their embeddings compared."""
+        passages = {lx.passage.text: lx.passage for _, _, found in pending for lx in found}
+        vectors = self._embed([c.text for _, c, _ in pending], list(passages.values()))
+        for row, (i, _claim, found) in enumerate(pending):
+            best_score, best_quote = 0.0, ""
+            for lx in found:
+                sims = vectors[lx.passage.text] @ vectors[None][row]
+                for c in lx.candidates:
+                    score = combine(c.coverage, float(max(sims[j] for j in c.group)))
+                    score *= c.penalty * lx.penalty
+                    if score > best_score or not best_quote:
+                        best_score = score
+                        best_quote = " ".join(lx.passage.sentence(j) for j in c.group)
+            score = round(max(0.0, min(1.0, best_score)), 4)
+            results[i] = Support(score >= THRESHOLD, score, best_quote)
+
+    def _passage(self, text: str) -> _Passage:
+        with self._lock:
+            cached = self._passages.get(text)
+            if cached is not None:
+                self._passages.move_to_end(text)
+                return cached
+        passage = split_passage(text)
+        with self._lock:
+            self._passages[text] = passage
+            while len(self._passages) > CACHED_PASSAGES:
+                self._passages.popitem(last=False)
+        return passage
+
+    def _embed(self, claims: list[str], passages: list[_Passage]) -> dict:
+        """Unit vectors: `None` → the claims' rows; each passage's text → its sentences' rows."""
+        with self._lock:
+            todo = [p for p in passages if p.text not in self._vectors]
+        texts = claims + [p.sentence(i) for p in todo for i in range(len(p.spans))]
+        matrix = self._encode(texts)
+        out: dict = {None: matrix[: len(claims)]}
+        at = len(claims)
+        with self._lock:
+            for p in todo:
+                self._vectors[p.text] = matrix[at : at + len(p.spans)]
+                at += len(p.spans)
+            for p in passages:
+                out[p.text] = self._vectors[p.text]
+                self._vectors.move_to_end(p.text)
+            while len(self._vectors) > CACHED_PASSAGES:
+                self._vectors.popitem(last=False)
+        return out
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        if self._embeddings is None:
+            from .embeddings import MiniLMEmbeddings
+
+            self._embeddings = MiniLMEmbeddings()
+        if not texts:
+            return np.zeros((0, 1), dtype=np.float32)
+        encode = getattr(self._embeddings, "encode", None)
+        matrix = np.asarray(
+            encode(texts) if encode else self._embeddings.embed_documents(texts), dtype=np.float32
+        )
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        return matrix / np.where(norms == 0, 1, norms)
+
+
+def strip_markers(text: str) -> str:
+    """`text` without its `[n]` markers."""
+    return _MARKER.sub("", text).strip()
+
+
+def verbatim(claim: str, texts: Sequence[str]) -> str | None:
+    """The claim itself when it stands word for word in one of `texts` (as offline quotes do)."""
+    words = strip_markers(claim).rstrip(".…").removesuffix("...").split()
+    if len(words) < 3:
+        return None
+    pattern = re.compile(r"\s+".join(re.escape(w) for w in words))
+    for text in texts:
+        m = pattern.search(text)
+        if m:
+            return m.group(0)
+    return None
+
+
+def parse_claim(claim: str) -> _Claim:
+    """What the checks look for in a claim."""
+    text = _META.sub("", strip_markers(claim)).strip()
+    if text[:1].islower():
+        text = text[0].upper() + text[1:]
+    return _Claim(
+        text,
+        frozenset(terms(text)),
+        figures(text),
+        names(text),
+        bool(_NEGATION.search(text)),
+        frozenset(m.lower() for m in _ABSOLUTE.findall(text)),
+    )
+
+
+def figures(text: str) -> frozenset[float]:
+    """The numbers `text` states, normalised: "20%", "20 percent" and "twenty" are all 20."""
+    out: set[float] = set()
+    for m in _FIGURE.finditer(text):
+        if m.group(1):
+            value = float(m.group(1).replace(",", ""))
+        else:
+            value = float(_SMALL[m.group(2).lower()])
+        scale = _SCALE_AFTER.match(text, m.end())
+        if scale and (m.group(1) or m.group(2).lower() not in _SCALE):
+            value *= _SCALE[scale.group(1).lower()]
+        out.add(value)
+    return frozenset(out)
+
+
+def names(text: str) -> tuple[str, ...]:
+    """Named things in `text`: acronyms, system names, capitalised words inside a sentence."""
+    found = []
+    for m in _WORD.finditer(text):
+        word = m.group(0)
+        inner = any(c.isupper() for c in word[1:]) or (
+            any(c.isdigit() for c in word) and any(c.isalpha() for c in word)
+        )
+        opening = bool(_OPENS.search(text[: m.start()]))
+        if inner or (word[0].isupper() and not opening and word != "I"):
+            found.append(word)
+    return tuple(found)
+
+
+def split_passage(text: str) -> _Passage:
+    """A passage's sentences (offsets, terms) and figures, ready for checking claims."""
+    spans: list[Span] = []
+    # Paragraphs first: a heading or a title line without a full stop is a sentence of its own.
+    for para in _PARAGRAPH.finditer(text):
+        pos = para.start()
+        for sentence in split_sentences(para.group(0)):
+            start = text.find(sentence, pos)
+            if start == -1:
+                continue
+            spans.append((start, start + len(sentence)))
+            pos = start + len(sentence)
+    return _Passage(
+        text,
+        tuple(spans),
+        tuple(frozenset(terms(text[a:b])) for a, b in spans),
+        text.lower(),
+        figures(text),
+    )
+
+
+def combine(coverage: float, cosine: float) -> float:
+    """Support before penalties: the claim's terms covered, and the embeddings' similarity."""
+    similar = min(1.0, max(0.0, (cosine - LOW_COSINE) / (HIGH_COSINE - LOW_COSINE)))
+    return COVERAGE_WEIGHT * coverage + (1 - COVERAGE_WEIGHT) * similar
+
+
+def lexical(claim: _Claim, passage: _Passage) -> _Lexical:
+    """The passage's candidate sentences (each alone, each with the next) for `claim`."""
+    wanted = claim.terms
+    n = len(passage.spans)
+    candidates = []
+    for group in [(i,) for i in range(n)] + [(i, i + 1) for i in range(n - 1)]:
+        have = frozenset().union(*(passage.terms[j] for j in group))
+        coverage = len(wanted & have) / len(wanted) if wanted else 0.0
+        if len(group) == 2:
+            # A pair is worth more than its sentences only for a claim that draws on both.
+            if coverage <= max(len(wanted & passage.terms[j]) for j in group) / len(wanted):
+                continue
+        quote = " ".join(passage.sentence(j) for j in group)
+        candidates.append(_Candidate(group, coverage, _quote_penalty(claim, quote)))
+    return _Lexical(passage, tuple(candidates), _passage_penalty(claim, passage))
+
+
+def _passage_penalty(claim: _Claim, passage: _Passage) -> float:
+    """Factors for the claim's figures, names and absolute qualifiers the passage never gives."""
+    factor = 1.0
+    if any(not _has_figure(v, passage.numbers) for v in claim.numbers):
+        factor *= MISSING_NUMBER
+    if any(not _mentions(passage.lowered, name) for name in claim.names):
+        factor *= MISSING_NAME
+    if any(not re.search(rf"\b{a}", passage.lowered) for a in claim.absolutes):
+        factor *= ABSOLUTE
+    return factor
+
+
+def _quote_penalty(claim: _Claim, quote: str) -> float:
+    """Factors for a negation or an opposite that the quote does not share with the claim."""
+    factor = 1.0
+    if claim.negated != _negated(quote, claim.terms):
+        factor *= NEGATION_FLIP
+    if _opposed(claim.text.lower(), quote.lower()):
+        factor *= OPPOSITE
+    return factor
+
+
+def _negated(quote: str, wanted: frozenset[str]) -> bool:
+    """Whether a clause of `quote` about the claim (sharing two of its terms) is negated."""
+    for clause in _CLAUSE.split(quote):
+        if _NEGATION.search(clause) and len(wanted & set(terms(clause))) >= 2:
+            return True
+    return False
+
+
+def _has_figure(value: float, given: frozenset[float]) -> bool:
+    return any(abs(value - g) <= 1e-9 * max(1.0, abs(g)) for g in given)
+
+
+def _mentions(lowered: str, name: str) -> bool:
+    """Whether the lowercased passage names `name` (a plural "RNNs" matches "RNN" too)."""
+    name = name.lower()
+    stems = {name, name[:-1]} if name.endswith("s") and len(name) > 3 else {name}
+    return any(re.search(rf"(?<![a-z0-9]){re.escape(s)}", lowered) for s in stems)
+
+
+def _opposed(claim: str, quote: str) -> bool:
+    """Whether the claim uses a word whose opposite the quote uses instead."""
+    # "amplifies noise rather than cancelling it" asserts the first half only.
+    claim = _CONTRAST.split(claim)[0]
+    for a, b in _OPPOSITES:
+        for word, other in ((a, b), (b, a)):
+            if re.search(rf"\b{word[:5]}", claim) and not re.search(rf"\b{word[:5]}", quote):
+                if re.search(rf"\b{other[:5]}", quote) and not re.search(rf"\b{other[:5]}", claim):
+                    return True
+    return False
