@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .errors import ChatbotError
+from .errors import ChatbotError, ConfigError
 
 _UNDECODED = re.compile("[\ud800-\udfff]+")
 
@@ -24,6 +24,7 @@ def _settings(args: argparse.Namespace):
         collection=args.collection,
         model=args.model,
         chroma_url=args.chroma_url,
+        api_key=getattr(args, "api_key", None),
     )
 
 
@@ -216,6 +217,13 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    if args.api_only:
+        from . import api
+
+        if args.auth:
+            raise ConfigError("--auth is the web UI's login: protect the API with --api-key KEY.")
+        api.serve(_bot(args), host=args.host, port=args.port)
+        return 0
     from . import web
 
     # Check --auth before loading anything, so a typo fails at once.
@@ -305,10 +313,18 @@ def _add_eval(sub: Any) -> None:
 
 
 def _add_serve(sub: Any) -> None:
-    p = _add(sub, "serve", cmd_serve, "start the web UI (Gradio) in the browser")
+    help_ = "serve the web UI (Gradio) and an OpenAI-compatible API at /v1"
+    p = _add(sub, "serve", cmd_serve, help_)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=7860, help="port (default: 7860)")
-    p.add_argument("--auth", metavar="USER:PASSWORD", help="ask for this login")
+    p.add_argument("--auth", metavar="USER:PASSWORD", help="ask for this login on the web UI")
+    p.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help="the bearer key API clients must send (CHATBOT_API_KEY, which keeps it out of the "
+        "process list); required with a --host other than 127.0.0.1",
+    )
+    p.add_argument("--api-only", action="store_true", help="serve the API without the web UI")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,6 +20,7 @@ from typing import Any
 import gradio as gr
 from starlette.middleware import Middleware
 
+from . import api
 from .errors import ChatbotError, ConfigError
 from .webassets import CSS, JS
 from .webguard import LOGIN_ATTEMPTS, LOGIN_COOLDOWN, Guard
@@ -50,10 +51,6 @@ EXAMPLES = [
     "Can small language models solve olympiad math problems?",
     "How can collectives influence AI platforms?",
 ]
-# The offline model is CPU-bound: a few answers at a time, the rest wait in the queue.
-# An API model mostly waits on the network, so more answers can be in flight at once.
-CONCURRENCY_OFFLINE = 4
-CONCURRENCY_API = 16
 # Gradio's login form shows nothing when a login is refused for being one too many: say it here.
 LOGIN_NOTE = (
     f"After {LOGIN_ATTEMPTS} wrong passwords, this address must wait before the next login "
@@ -327,13 +324,20 @@ def serve(
     *,
     block: bool = True,
 ) -> gr.Blocks:
-    """Serve the web UI on host:port (local only by default) until Ctrl-C; block=False returns."""
+    """Serve the web UI and the OpenAI-compatible API (/v1) on host:port until Ctrl-C.
+
+    Local only by default; block=False returns at once.
+    """
     credentials = parse_auth(auth)
+    key = bot.settings.api_key
+    api.check_exposure(host, key)
     bot.ensure_index()
     app = build_app(bot)
-    offline = bot.settings.uses_offline_model
-    limit = CONCURRENCY_OFFLINE if offline else CONCURRENCY_API
+    # The UI's queue and the API answer as many questions at once.
+    limit = api.concurrency(bot)
     app.queue(default_concurrency_limit=limit, max_size=None)
+    # With a login on the UI, an API without a key is locked: it would answer past the login.
+    v1 = api.routes(bot, key, limit, locked=credentials is not None)
     try:
         app.launch(
             server_name=host,
@@ -353,7 +357,7 @@ def serve(
             run_history=False,
             auth_message=LOGIN_NOTE if credentials else None,
             # Every response carries the CSP, and /login is throttled (webguard.py).
-            app_kwargs={"middleware": [Middleware(Guard)]},
+            app_kwargs={"middleware": [Middleware(Guard)], "routes": v1},
         )
     except OSError as e:
         # Gradio's own message talks about launch() parameters; say it in CLI terms.
@@ -362,7 +366,9 @@ def serve(
             "available here. Pick another with --port (or --host)."
         ) from e
     if block:
-        print(f"Chat served at {app.local_url} (Ctrl-C stops it).", flush=True)
+        url = app.local_url
+        print(f"Chat served at {url}, the OpenAI-compatible API at {url}v1.", flush=True)
+        print("Ctrl-C stops it.", flush=True)
         app.block_thread()  # until Ctrl-C
         app.close()
     return app
