@@ -31,6 +31,10 @@ class ModelError(ChatbotError):
     """The language model failed to give a usable answer."""
 
 
+class EmptyIndexError(StoreError):
+    """There is nothing to search; the message names the command that fills the index."""
+
+
 class KeywordIndexError(StoreError):
     """The keyword index on disk cannot be read; it is rebuilt from the store."""
 

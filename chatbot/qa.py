@@ -13,7 +13,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from .errors import StoreError
+from .errors import EmptyIndexError
 from .pipeline import AnswerStream, History, answer_stream, check
 from .settings import DEFAULT_COLLECTION, Settings
 from .types import Answer, Citation, Document, Passage
@@ -113,23 +113,41 @@ class Chatbot:
             else:
                 # Loading checks the keyword index: a damaged one is rebuilt now, with a warning.
                 self.retriever.keyword_index()
-            self._ready = True
+            # An ingest that left the index empty leaves it to ensure_index to say so.
+            self._ready = self.store.count() > 0
         return report
 
     def ensure_index(self) -> None:
-        """Build the index from the corpus folder on first use if the store is empty."""
+        """Build the index from the corpus folder on first use if the store is empty.
+
+        An index with nothing in it raises EmptyIndexError naming the command that fills it:
+        answering from it would say "the corpus does not answer" to every question.
+        """
         if self._ready:
             return
         if self.store.count() == 0:
-            if self.settings.collection != DEFAULT_COLLECTION:
+            name, corpus = self.settings.collection, self.settings.corpus_dir
+            fill = "(in Python: `bot.ingest([PATH])`)"
+            if name != DEFAULT_COLLECTION:
                 # Filling a mistyped or not-yet-ingested collection with the summaries would
                 # mix them into it for good.
-                raise StoreError(
-                    f"Collection {self.settings.collection!r} is empty: run `chatbot --collection "
-                    f"{self.settings.collection} ingest PATH` first (or check its name)."
+                raise EmptyIndexError(
+                    f"Collection {name!r} is empty: run `chatbot --collection {name} ingest PATH` "
+                    f"first {fill}, or check its name."
                 )
-            if self.settings.corpus_dir.is_dir():
-                self.ingest()
+            if not corpus.is_dir():
+                raise EmptyIndexError(
+                    f"The index is empty and the corpus folder {corpus} does not exist: run "
+                    f"`chatbot ingest PATH` on your documents {fill}, or set CHATBOT_CORPUS_DIR "
+                    "to their folder."
+                )
+            self.ingest()
+            if not self._ready:
+                raise EmptyIndexError(
+                    f"The index is empty: the corpus folder {corpus} holds no .md, .txt or .jsonl "
+                    "document that could be indexed. Add some and run `chatbot ingest`, or run "
+                    f"`chatbot ingest PATH` on another folder {fill}."
+                )
         self._ready = True
 
     # -- asking --------------------------------------------------------------------------------
