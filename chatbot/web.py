@@ -21,7 +21,7 @@ import gradio as gr
 from starlette.middleware import Middleware
 
 from . import api
-from .errors import ChatbotError, ConfigError
+from .errors import ChatbotError, ConfigError, EmptyIndexError
 from .webassets import CSS, JS
 from .webguard import LOGIN_ATTEMPTS, LOGIN_COOLDOWN, Guard
 from .webview import (
@@ -80,6 +80,9 @@ class Handlers:
         except Exception:
             log.exception("reading the index failed")
             return f"**Model:** {self.model} · **Index:** unavailable (see the server log)"
+        if not info["documents"]:
+            # Every question would fail: say how to fill the index before anyone asks.
+            return f"**Model:** {self.model} · **Index:** empty, fill it with `chatbot ingest PATH`"
         return (
             f"**Model:** {self.model} · **Index:** {info['documents']} documents, "
             f"{info['passages']} passages · embeddings: {info['embedding_model']}"
@@ -331,7 +334,11 @@ def serve(
     credentials = parse_auth(auth)
     key = bot.settings.api_key
     api.check_exposure(host, key)
-    bot.ensure_index()
+    try:
+        bot.ensure_index()
+    except EmptyIndexError as e:
+        # The page still opens: the index line and every question say how to fill it.
+        log.warning("%s", e)
     app = build_app(bot)
     # The UI's queue and the API answer as many questions at once.
     limit = api.concurrency(bot)
