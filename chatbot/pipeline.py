@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 
-from . import citations
+from . import citations, support
 from .budget import Budget, Fitted, fit
 from .errors import ChatbotError, ModelError
 from .keyword import asks_for_list
@@ -332,7 +332,11 @@ def to_answer(
     clock: Clock,
     numbers: dict[int, int] | None = None,
 ) -> Answer:
-    """The Answer for the model's full `text`: abstained, or citing the passages it names."""
+    """The Answer for the model's full `text`: abstained, or citing the passages it names.
+
+    Each sentence is checked against the passages it cites (`Answer.unsupported`), for every
+    model: the offline model's verbatim quotes pass at once, a real model's sentences are compared.
+    """
     text = text.strip()
     if not text:
         raise ModelError("The model returned an empty answer; try again or another model.")
@@ -345,4 +349,7 @@ def to_answer(
     if NO_ANSWER.rstrip(".").lower() in text.lower() or not passages:
         return Answer(question, NO_ANSWER, [], True, standalone, passages, usage, timings)
     cites = citations.cite(text, passages, numbers)
-    return Answer(question, text, cites, False, standalone, passages, usage, timings)
+    started = time.perf_counter()
+    unsupported = support.check_answer(text, passages, numbers)
+    timings["check"] = round(time.perf_counter() - started, 4)
+    return Answer(question, text, cites, False, standalone, passages, usage, timings, unsupported)
