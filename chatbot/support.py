@@ -19,9 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .citations import answer_sentences, cited
 from .keyword import terms
 from .offline import split_sentences
-from .types import Support
+from .prompts import NO_ANSWER
+from .types import Passage, Support, Unsupported
 
 # `supported` is `score >= THRESHOLD`. Tuned on claims_dev.jsonl (80 claims, 40 supported): from
 # 0.45 to 0.55 it flags 90-98% of the unsupported claims and 2.5-5% of the supported ones (a
@@ -40,10 +42,14 @@ NEGATION_FLIP = 0.4
 OPPOSITE = 0.5
 ABSOLUTE = 0.6
 CACHED_PASSAGES = 512
+# An answer sentence with fewer content words than this ("In short:", "Here is what they say.")
+# states nothing to check.
+MIN_STATEMENT_TERMS = 3
 
 Span = tuple[int, int]
 
 _MARKER = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 # "The summary says that …", "According to the paper, …": who says it is not part of the claim.
 _META = re.compile(
     r"^(?:according to the (?:summary|paper|text|authors?),?\s*|the (?:summary|paper|text|"
@@ -243,9 +249,104 @@ class SupportChecker:
         return matrix / np.where(norms == 0, 1, norms)
 
 
+_DEFAULT: SupportChecker | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_checker() -> SupportChecker:
+    """The process's shared checker (one passage cache, the installed MiniLM model)."""
+    global _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None:
+            _DEFAULT = SupportChecker()
+        return _DEFAULT
+
+
+def check_claim(claim: str, passage_text: str) -> Support:
+    """Whether `passage_text` supports `claim`, with the shared checker."""
+    return default_checker().check(claim, passage_text)
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """One sentence of an answer, where it stands, and the answer numbers it cites."""
+
+    text: str
+    start: int
+    end: int
+    numbers: tuple[int, ...]
+
+
+def check_answer(
+    text: str,
+    passages: Sequence[Passage],
+    numbers: dict[int, int] | None = None,
+    checker: SupportChecker | None = None,
+) -> tuple[Unsupported, ...]:
+    """The sentences of `text` its cited passages do not support, and those stating uncited things.
+
+    `passages` are the ones the model was shown (prompt `[n]` is `passages[n - 1]`); `numbers`
+    maps prompt numbers to the answer's (the identity without it). A sentence without `[n]` is
+    judged against the passages of the nearest citing sentence after it (else before it), as in
+    "X. So Y [1]."; an answer that cites nothing is one uncited entry.
+    """
+    if numbers is None:
+        numbers = {n: n for n in range(1, len(passages) + 1)}
+    by_answer = {a: passages[p - 1].text for p, a in numbers.items() if 1 <= p <= len(passages)}
+    pieces = [p for p in answer_pieces(text) if _states_something(p.text)]
+    if not pieces:
+        return ()
+    if not cited(text):
+        return (Unsupported(text, 0, len(text), "uncited", (), 0.0),)
+    items, owners = [], []
+    for i, piece in enumerate(pieces):
+        ns = piece.numbers or _nearest_numbers(pieces, i)
+        items.append((piece.text, [by_answer[n] for n in ns if n in by_answer]))
+        owners.append(piece)
+    checked = (checker or default_checker()).check_many(items)
+    out = []
+    for piece, result in zip(owners, checked, strict=True):
+        if not result.supported:
+            reason = "not_found" if piece.numbers else "uncited"
+            out.append(
+                Unsupported(piece.text, piece.start, piece.end, reason, piece.numbers, result.score)
+            )
+    return tuple(out)
+
+
+def answer_pieces(text: str) -> list[_Piece]:
+    """The answer's sentences (a list item or line is at least one), with offsets and numbers."""
+    pieces = []
+    pos = 0
+    for line in text.splitlines():
+        for sentence in answer_sentences(line):
+            start = text.find(sentence, pos)
+            if start == -1:
+                continue
+            pos = start + len(sentence)
+            pieces.append(_Piece(sentence, start, pos, tuple(cited(sentence))))
+    return pieces
+
+
+def _nearest_numbers(pieces: list[_Piece], i: int) -> tuple[int, ...]:
+    """The numbers cited by the nearest sentence after `pieces[i]` that cites, else before it."""
+    for piece in [*pieces[i + 1 :], *reversed(pieces[:i])]:
+        if piece.numbers:
+            return piece.numbers
+    return ()
+
+
+def _states_something(sentence: str) -> bool:
+    """False for connectives, headings and the abstention sentence: nothing there to check."""
+    bare = strip_markers(sentence)
+    if NO_ANSWER.rstrip(".").lower() in bare.lower():
+        return False
+    return len(terms(bare)) >= MIN_STATEMENT_TERMS
+
+
 def strip_markers(text: str) -> str:
-    """`text` without its `[n]` markers."""
-    return _MARKER.sub("", text).strip()
+    """`text` without its `[n]` markers or a list item's bullet."""
+    return _BULLET.sub("", _MARKER.sub("", text)).strip()
 
 
 def verbatim(claim: str, texts: Sequence[str]) -> str | None:
