@@ -16,7 +16,8 @@ from langchain_core.language_models import BaseChatModel
 from .errors import EmptyIndexError
 from .pipeline import AnswerStream, History, answer_stream, check
 from .settings import DEFAULT_COLLECTION, Settings
-from .types import Answer, Citation, Document, Passage
+from .support import check_claim
+from .types import Answer, Citation, Document, Passage, Support
 
 __all__ = ["Answer", "AnswerStream", "Chatbot", "Citation"]
 
@@ -181,6 +182,15 @@ class Chatbot:
     ) -> AnswerStream:
         """Answer `question` piece by piece; the stream's `.answer` is set when it ends."""
         return answer_stream(self, question, history, k=k, where=where)
+
+    def check_claim(self, claim: str, passage_text: str) -> Support:
+        """Whether `passage_text` supports `claim`, how well (0-1), and its best sentence(s).
+
+        The figures and names of the claim must be in the passage, its negation must agree with
+        the passage's, and its wording and meaning must be close to one or two passage sentences.
+        Every answer's sentences get the same check against the passages they cite.
+        """
+        return check_claim(claim, passage_text)
 
     def documents(self) -> list[Document]:
         """The indexed documents, each rebuilt from its passages, sorted by id."""
