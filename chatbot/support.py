@@ -66,12 +66,16 @@ _SMALL = {
     "dozen": 12, "twice": 2, "double": 2, "triple": 3, "half": 0.5,
 }  # fmt: skip
 _SCALE = {"hundred": 100, "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
-# A figure: digits ("10,000", "3.5", "20%"; not the 4 of "GPT-4") or a number word, with an
+# A figure: digits ("10,000", "3.5", "20%", "7B"; not the 4 of "GPT-4") or a number word, with an
 # optional scale word after it ("2 trillion", "ten thousand"). "one" is left out: "one of the…".
 _FIGURE = re.compile(
-    r"(?<![\w.-])(\d[\d,]*(?:\.\d+)?)(?:%|x\b)?(?![\w-])|\b(" + "|".join(_SMALL) + r")\b",
+    r"(?<![\w.-])(\d[\d,]*(?:\.\d+)?)(?:%|x\b|([KMBT])\b)?(?![\w-])|\b("
+    + "|".join(_SMALL)
+    + r")\b",
     re.IGNORECASE,
 )
+# "7B parameters", "2T tokens": a letter after the digits scales them.
+_LETTER_SCALE = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
 _SCALE_AFTER = re.compile(r"\s*(?:-\s*)?(" + "|".join(_SCALE) + r")s?\b", re.IGNORECASE)
 # A name: a word with a capital after its first letter (GPT, GitLab), a digit among letters
 # (GPT-4o), or a capitalised word that does not open a sentence.
@@ -380,14 +384,19 @@ def parse_claim(claim: str) -> _Claim:
 def figures(text: str) -> frozenset[float]:
     """The numbers `text` states, normalised: "20%", "20 percent" and "twenty" are all 20."""
     out: set[float] = set()
+    used = 0  # the end of the last scale word read with its number ("2 trillion")
     for m in _FIGURE.finditer(text):
+        if m.start() < used:
+            continue
         if m.group(1):
             value = float(m.group(1).replace(",", ""))
+            value *= _LETTER_SCALE.get((m.group(2) or "").lower(), 1)
         else:
-            value = float(_SMALL[m.group(2).lower()])
+            value = float(_SMALL[m.group(3).lower()])
         scale = _SCALE_AFTER.match(text, m.end())
-        if scale and (m.group(1) or m.group(2).lower() not in _SCALE):
+        if scale and (m.group(1) or m.group(3).lower() not in _SCALE):
             value *= _SCALE[scale.group(1).lower()]
+            used = scale.end()
         out.add(value)
     return frozenset(out)
 
