@@ -87,7 +87,19 @@ def _print_stream(stream) -> None:
             print(flush=True)  # the error line then stands on its own
         raise
     print()
+    _print_unsupported(stream.answer)
     _print_sources(stream.answer)
+
+
+def _print_unsupported(answer, out=None) -> None:
+    """A ⚠ line per answer sentence that its cited passages do not support, or that cites none."""
+    out = out or sys.stdout
+    for u in answer.unsupported if answer else ():
+        if u.reason == "not_found":
+            where = "not found in the cited source " + "".join(f"[{n}]" for n in u.numbers)
+        else:
+            where = "cites no source"
+        print(f"⚠ {where}: “{_short(u.sentence)}”", file=out)
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
