@@ -9,12 +9,11 @@ os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 
 import html
 import logging
-import tempfile
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -22,7 +21,7 @@ from starlette.middleware import Middleware
 
 from . import api
 from .errors import ChatbotError, ConfigError, EmptyIndexError
-from .webassets import CSS, JS
+from .webassets import CSS, JS, SAVE_JS
 from .webguard import LOGIN_ATTEMPTS, LOGIN_COOLDOWN, Guard
 from .webview import (
     NO_SOURCES,
@@ -70,6 +69,9 @@ class Handlers:
     def __init__(self, bot) -> None:
         self.bot = bot
         self.model = bot.settings.model_label
+        # The pages (Gradio sessions) whose answer is being written, each with its Stop signal.
+        self._running: dict[str | None, threading.Event] = {}
+        self._lock = threading.Lock()
 
     def indicator(self) -> str:
         """The line naming the model and what the index holds."""
@@ -88,22 +90,78 @@ class Handlers:
             f"{info['passages']} passages · embeddings: {info['embedding_model']}"
         )
 
-    def download(self, turns: list[dict[str, Any]], folder: str) -> gr.DownloadButton:
-        """The download button, holding the conversation so far as a Markdown file in `folder`."""
-        path = Path(folder) / download_name(turns[0]["question"], datetime.now(UTC).date())
-        path.write_text(conversation_markdown(turns, self.model), encoding="utf-8")
-        return gr.DownloadButton(value=str(path), interactive=True)
+    def export(self, turns: list[dict[str, Any]] | None) -> dict[str, str] | Any:
+        """The conversation as a file for the browser to save: its name and Markdown text.
 
-    def respond(self, message: str, turns: list[dict[str, Any]] | None):
-        """Show the question, stream its answer into the chat, then its sources and download.
+        The page turns it into the download itself, so the server writes no file at all.
+        """
+        if not turns:
+            return gr.skip()
+        return {
+            "name": download_name(turns[0]["question"], datetime.now(UTC).date()),
+            "text": conversation_markdown(turns, self.model),
+        }
 
-        Yields values for the question box, the chat, the sources, the turns and the download.
+    def _claim(self, request: gr.Request | None) -> bool:
+        """Mark the page's session as answering; False when an answer is already running."""
+        key = request.session_hash if request else None
+        with self._lock:
+            if key in self._running:
+                return False
+            self._running[key] = threading.Event()
+            return True
+
+    def example(self, index: int, request: gr.Request):
+        """The example question, into the box; nothing while this page's answer is written."""
+        with self._lock:
+            running = (request.session_hash if request else None) in self._running
+        return gr.skip() if running else EXAMPLES[index]
+
+    def take(self, message: str, request: gr.Request):
+        """Take the question from the box to be answered: the box, the question, the buttons.
+
+        While this page's answer is being written, nothing changes: the question stays in the
+        box (the Send button is disabled and Stop shown meanwhile), so typing ahead is kept.
         """
         question = (message or "").strip()
-        if not question:
-            yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
-            return
+        if not question or not self._claim(request):
+            return gr.skip(), None, gr.skip(), gr.skip()
+        return "", question, *_busy(True)
+
+    def retry(self, turns: list[dict[str, Any]] | None, request: gr.Request):
+        """Ask the last question again: the turns without its answer, the question, the buttons."""
         turns = list(turns or [])
+        if not turns or not self._claim(request):
+            return gr.skip(), None, gr.skip(), gr.skip()
+        return turns[:-1], turns[-1]["question"], *_busy(True)
+
+    def stop(self, request: gr.Request) -> None:
+        """Stop the answer being written for this page; what it wrote so far stays, marked."""
+        with self._lock:
+            running = self._running.get(request.session_hash if request else None)
+        if running is not None:
+            running.set()
+
+    def respond(
+        self, question: str | None, turns: list[dict[str, Any]] | None, request: gr.Request
+    ):
+        """Stream the answer to `question` into the chat, then show its sources.
+
+        Yields values for the chat, the sources, the turns, the download and the two buttons.
+        """
+        if not question:
+            yield (gr.skip(),) * 6
+            return
+        key = request.session_hash if request else None
+        with self._lock:
+            stop = self._running.get(key) or threading.Event()
+        try:
+            yield from self._respond(question, list(turns or []), stop)
+        finally:
+            with self._lock:
+                self._running.pop(key, None)
+
+    def _respond(self, question: str, turns: list[dict[str, Any]], stop: threading.Event):
         history = history_of(turns)
         # A conversation is named by its first answer's id; after "clear" the next one starts anew.
         message_id = uuid.uuid4().hex
@@ -117,42 +175,45 @@ class Handlers:
             "pending": True,
         }
         turns.append(turn)
-        yield "", chat_messages(turns, ""), sources_html(turns), turns, gr.skip()
-        for text, sources_changed in self._answer(turn, history):
-            sources = sources_html(turns) if sources_changed else gr.skip()
-            yield gr.skip(), chat_messages(turns, text), sources, gr.skip(), gr.skip()
-        for key in ("pending", "retrieved", "numbers"):
+        skip = gr.skip()
+        yield chat_messages(turns, ""), sources_html(turns), turns, skip, skip, skip
+        for text, sources_changed in self._answer(turn, history, stop):
+            sources = sources_html(turns) if sources_changed else skip
+            yield chat_messages(turns, text), sources, skip, skip, skip, skip
+        # A stopped answer keeps the passages it was reading; a finished one has its citations.
+        for key in ("pending",) if turn.get("stopped") else ("pending", "retrieved", "numbers"):
             turn.pop(key, None)
-        # Gradio copies the file into its own cache (cleaned by delete_cache) before it asks for
-        # the next value, so the folder can go when the generator ends: no file is left behind.
-        with tempfile.TemporaryDirectory(prefix="chatbot-web-") as folder:
-            download = self.download(turns, folder)
-            yield gr.skip(), chat_messages(turns), sources_html(turns), turns, download
+        download = gr.Button(interactive=True)
+        yield chat_messages(turns), sources_html(turns), turns, download, *_busy(False)
 
     def _answer(
-        self, turn: dict[str, Any], history: list[dict[str, str]]
+        self, turn: dict[str, Any], history: list[dict[str, str]], stop: threading.Event
     ) -> Iterator[tuple[str, bool]]:
         """The answer's text so far and whether its sources changed, piece by piece.
 
         The retrieved passages come first, before the model's first token; then `turn` holds
-        the answer or the error.
+        the answer, the error, or what was written before Stop.
         """
         text = ""
         try:
             stream = self.bot.stream(turn["question"], history)
             turn.update(retrieved=passage_dicts(stream.passages), numbers={})
             yield text, True
-            for piece in stream:
+            pieces = iter(stream)
+            for piece in pieces:
+                if stop.is_set():
+                    # Closing the stream, the last reference to it, closes the model's: with a
+                    # model server, its HTTP response is closed and the server stops writing.
+                    pieces.close()
+                    del stream, pieces
+                    turn.update(stopped=True, partial=text.strip())
+                    break
                 text += piece
                 numbers = dict(stream.numbers)
                 changed, turn["numbers"] = numbers != turn["numbers"], numbers
                 yield text, changed
-            answer = stream.answer
-            turn.update(
-                answer=answer.text,
-                abstained=answer.abstained,
-                citations=[c.to_dict() for c in answer.citations],
-            )
+            else:
+                self._finish(turn, stream.answer)
         except ChatbotError as e:
             turn["error"] = friendly(e)
         except Exception:
@@ -164,9 +225,19 @@ class Handlers:
         turn["time"] = datetime.now(UTC).isoformat(timespec="seconds")
 
     @staticmethod
+    def _finish(turn: dict[str, Any], answer) -> None:
+        """Keep the complete answer in its turn."""
+        turn.update(
+            answer=answer.text,
+            abstained=answer.abstained,
+            citations=[c.to_dict() for c in answer.citations],
+            unsupported=[u.to_dict() for u in getattr(answer, "unsupported", ())],
+        )
+
+    @staticmethod
     def clear():
         """An empty chat, no turns, no sources, nothing to download."""
-        return [], [], NO_SOURCES, gr.DownloadButton(value=None, interactive=False)
+        return [], [], NO_SOURCES, gr.Button(interactive=False)
 
     def on_like(self, turns: list[dict[str, Any]] | None, data: gr.LikeData) -> None:
         """Save the vote now standing on an answer (message i belongs to turn i // 2).
@@ -177,7 +248,7 @@ class Handlers:
         index = data.index[0] if isinstance(data.index, (list, tuple)) else data.index
         turns = turns or []
         turn = turns[index // 2] if 0 <= index // 2 < len(turns) else None
-        if turn is None or turn.get("error") or turn.get("pending"):
+        if turn is None or any(turn.get(k) for k in ("error", "stopped", "pending")):
             return
         try:
             save_feedback(self.bot.settings.data_dir, turn, vote_of(data.liked))
@@ -222,8 +293,10 @@ class ChatTab:
     chat: gr.Chatbot
     box: gr.Textbox
     send: gr.Button
+    stop: gr.Button
     count: gr.HTML
-    download: gr.DownloadButton
+    download: gr.Button
+    file: gr.JSON
     examples: gr.Dataset
     sources: gr.HTML
 
@@ -231,9 +304,7 @@ class ChatTab:
 def build_app(bot) -> gr.Blocks:
     """The Gradio app for `bot`: chat with streaming cited answers, sources, corpus, feedback."""
     ui = Handlers(bot)
-    # Gradio keeps a copy of each conversation download; drop copies older than a day.
-    blocks = {"analytics_enabled": False, "delete_cache": (3600, 86400)}
-    with gr.Blocks(title="ICML 2025 papers chatbot", **blocks) as app:
+    with gr.Blocks(title="ICML 2025 papers chatbot", analytics_enabled=False) as app:
         gr.Markdown("# Ask the ICML 2025 papers")
         status = gr.Markdown(f"**Model:** {ui.model}", elem_id="model-indicator")
         turns = gr.State([])
@@ -274,12 +345,15 @@ def _chat_tab(limit: int) -> ChatTab:
                     autofocus=True,
                     max_length=limit,
                 )
-                send = gr.Button("Send", variant="primary", scale=1)
+                send = gr.Button("Send", variant="primary", scale=1, elem_id="send")
+                # Shown instead of nothing while an answer is written; Send is disabled then.
+                stop = gr.Button("Stop", variant="stop", scale=1, visible=False, elem_id="stop")
             count = gr.HTML(counter_html(0, limit), elem_id="question-count")
             # The chat's own trash icon is the one way to clear it (and start a new conversation).
-            download = gr.DownloadButton(
+            download = gr.Button(
                 "Download conversation (.md)", elem_id="download", size="sm", interactive=False
             )
+            file = gr.JSON(visible=False)
             examples = gr.Dataset(
                 label="Example questions",
                 components=[box],
@@ -290,23 +364,45 @@ def _chat_tab(limit: int) -> ChatTab:
         with gr.Column(scale=2, elem_id="sources-col"):
             gr.Markdown("### Sources")
             sources = gr.HTML(NO_SOURCES, elem_id="sources")
-    return ChatTab(chat, box, send, count, download, examples, sources)
+    return ChatTab(chat, box, send, stop, count, download, file, examples, sources)
 
 
 def _wire_chat(ui: Handlers, tab: ChatTab, turns: gr.State, limit: int) -> None:
     """Connect the chat tab's events to their handlers."""
-    outputs = [tab.box, tab.chat, tab.sources, turns, tab.download]
-    tab.box.submit(ui.respond, [tab.box, turns], outputs, **PRIVATE)
-    tab.send.click(ui.respond, [tab.box, turns], outputs, **PRIVATE)
-    tab.examples.click(lambda i: EXAMPLES[i], tab.examples, tab.box, **PRIVATE).then(
-        ui.respond, [tab.box, turns], outputs, **PRIVATE
+    # The question leaves the box at once (no queue), so what is typed next is never cleared
+    # by an answer starting late; `asked` carries it to the answer, None when nothing is asked.
+    asked = gr.State(None)
+    taken = [tab.box, asked, tab.send, tab.stop]
+    outputs = [tab.chat, tab.sources, turns, tab.download, tab.send, tab.stop]
+    now = {**PRIVATE, "queue": False}
+    tab.box.submit(ui.take, tab.box, taken, **now).then(
+        ui.respond, [asked, turns], outputs, **PRIVATE
     )
+    tab.send.click(ui.take, tab.box, taken, **now).then(
+        ui.respond, [asked, turns], outputs, **PRIVATE
+    )
+    tab.examples.click(ui.example, tab.examples, tab.box, **now).then(
+        ui.take, tab.box, taken, **now
+    ).then(ui.respond, [asked, turns], outputs, **PRIVATE)
+    tab.chat.retry(ui.retry, turns, [turns, asked, tab.send, tab.stop], **now).then(
+        ui.respond, [asked, turns], outputs, **PRIVATE
+    )
+    tab.stop.click(ui.stop, None, None, **now)
     # The counter runs in the browser: no request per keystroke.
     count_js = f"(text) => {counter_js(limit)}"
     tab.box.change(None, tab.box, tab.count, js=count_js, **PRIVATE)
     cleared = [tab.chat, turns, tab.sources, tab.download]
     tab.chat.clear(ui.clear, None, cleared, **PRIVATE)
     tab.chat.like(ui.on_like, turns, None, **PRIVATE)
+    # The file is made when asked for, and the page saves it: nothing is written on the server.
+    tab.download.click(ui.export, turns, tab.file, **PRIVATE).then(
+        None, tab.file, None, js=SAVE_JS, **PRIVATE
+    )
+
+
+def _busy(running: bool) -> tuple[gr.Button, gr.Button]:
+    """The Send and Stop buttons while an answer is written (running) and after."""
+    return gr.Button(interactive=not running), gr.Button(visible=running)
 
 
 def parse_auth(auth: str | tuple[str, str] | None) -> tuple[str, str] | None:

@@ -144,7 +144,9 @@ def sources_html(turns: list[dict[str, Any]]) -> str:
 def _section(answer: int, turn: dict[str, Any], shown: bool) -> str:
     """One answer's sources, headed by the question they answer."""
     if turn.get("pending"):
-        state, body = "pending", _retrieved(answer, turn)
+        state, body = "pending", _retrieved(answer, turn, "the answer is being written…")
+    elif turn.get("stopped"):
+        state, body = "stopped", _retrieved(answer, turn, "the answer was stopped.")
     elif turn.get("error"):
         state = "error"
         body = "<p class='hint'>No sources: this question could not be answered.</p>"
@@ -165,7 +167,7 @@ def _section(answer: int, turn: dict[str, Any], shown: bool) -> str:
     )
 
 
-def _retrieved(answer: int, turn: dict[str, Any]) -> str:
+def _retrieved(answer: int, turn: dict[str, Any], state: str) -> str:
     """The passages the model is reading, before its answer is complete.
 
     Those the answer has cited so far carry its number (and anchor); the rest say "retrieved".
@@ -177,7 +179,7 @@ def _retrieved(answer: int, turn: dict[str, Any]) -> str:
     numbers = turn.get("numbers", {})
     cards = [{**p, "n": numbers.get(p["n"])} for p in turn["retrieved"]]
     cards.sort(key=lambda c: (c["n"] is None, c["n"] or 0))
-    hint = "<p class='hint'>Retrieved passages; the answer is being written…</p>"
+    hint = f"<p class='hint'>Retrieved passages; {state}</p>"
     return hint + "".join(_card(answer, c) for c in cards)
 
 
@@ -228,7 +230,9 @@ def chat_messages(turns: list[dict[str, Any]], partial: str | None = None) -> li
     messages = []
     for answer, turn in enumerate(turns, 1):
         messages.append({"role": "user", "content": turn["question"]})
-        if turn.get("partial"):
+        if turn.get("stopped"):
+            content = f"{turn['partial']}\n\n⏹ **Stopped.** Press Retry (↻) to ask again."
+        elif turn.get("partial"):
             content = f"{turn['partial']}\n\n⚠️ **The answer was cut off:** {turn['error']}"
         elif turn.get("error"):
             content = f"⚠️ **Could not answer.** {turn['error']}"
@@ -239,16 +243,16 @@ def chat_messages(turns: list[dict[str, Any]], partial: str | None = None) -> li
         messages[-1]["content"] = linkify(partial, len(turns)) or "…"
     messages = [{**m, "content": inert(m["content"])} for m in messages]
     for i, turn in enumerate(turns):
-        if turn.get("error"):
+        if turn.get("error") or turn.get("stopped"):
             messages[2 * i + 1]["content"] += NO_FEEDBACK
     return messages
 
 
 def history_of(turns: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """What the model sees of the conversation: answered turns only, never error messages."""
+    """What the model sees of the conversation: answered turns, never errors or stopped ones."""
     history = []
     for turn in turns:
-        if not turn.get("error") and turn.get("answer"):
+        if not turn.get("error") and not turn.get("stopped") and turn.get("answer"):
             history.append({"role": "user", "content": turn["question"]})
             history.append({"role": "assistant", "content": turn["answer"]})
     return history
@@ -259,6 +263,9 @@ def conversation_markdown(turns: list[dict[str, Any]], model: str) -> str:
     lines = ["# Conversation about ICML 2025 papers", "", f"Model: {model}", ""]
     for turn in turns:
         lines += [f"## {turn['question']}", ""]
+        if turn.get("stopped"):
+            lines += [turn["partial"], "", "_Stopped before the end._", ""]
+            continue
         if turn.get("partial"):
             lines += [turn["partial"], "", f"_The answer was cut off: {turn['error']}_", ""]
             continue
