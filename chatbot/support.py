@@ -69,7 +69,7 @@ _SCALE = {"hundred": 100, "thousand": 1e3, "million": 1e6, "billion": 1e9, "tril
 # A figure: digits ("10,000", "3.5", "20%", "7B"; not the 4 of "GPT-4") or a number word, with an
 # optional scale word after it ("2 trillion", "ten thousand"). "one" is left out: "one of the…".
 _FIGURE = re.compile(
-    r"(?<![\w.-])(\d[\d,]*(?:\.\d+)?)(?:%|x\b|([KMBT])\b)?(?![\w-])|\b("
+    r"(?<![\w.-])(\d[\d,]*(?:\.\d+)?)(?:%|x\b|([KMBT])\b)?(?!\w|[.,]\d)|\b("
     + "|".join(_SMALL)
     + r")\b",
     re.IGNORECASE,

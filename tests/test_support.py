@@ -1,0 +1,160 @@
+"""The support check: claims against real summaries, and every answer's sentences against the
+passages they cite (a real model through the OpenAI protocol, and the offline model)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chatbot import Chatbot, Support, Unsupported
+from chatbot.corpus import read_document
+
+from .conftest import CORPUS
+from .helpers import run_cli
+from .test_llm import fake, real, server  # noqa: F401  (the fake server's fixtures)
+
+
+def summary(name: str) -> str:
+    """A corpus summary as the index holds it: its title, then its text."""
+    doc = read_document(CORPUS / name)
+    return f"{doc.title}\n\n{doc.text}"
+
+
+def words(text: str) -> str:
+    return " ".join(text.split())
+
+
+SOCIAL = "06-generative-social-choice.md"  # "Imagine a town hall meeting with 10,000 residents."
+TRANSFORMERS = "02-transformers-associative-memory.md"  # "From LLMs like GPT-4 to vision models"
+DIFFUSION = "08-masked-diffusion-token-order.md"  # "token by token, from left to right."
+
+SUPPORTED = [
+    (SOCIAL, "The summary pictures a town hall meeting with ten thousand residents."),
+    (SOCIAL, "Letting every resident of a 10,000-person town hall speak is impossible."),
+    (DIFFUSION, "Autoregressive models produce text one token at a time, from left to right."),
+    (
+        TRANSFORMERS,
+        "From LLMs like GPT-4 to vision models, Attention is All You Need is everywhere.",
+    ),
+]
+UNSUPPORTED = [
+    ("number", SOCIAL, "The summary pictures a town hall meeting with 5,000 residents."),
+    ("number", SOCIAL, "Imagine a town hall meeting with 10,000 residents, 40% of them online."),
+    ("entity", TRANSFORMERS, "From LLMs like Gemini to vision models, attention is everywhere."),
+    ("entity", SOCIAL, "Researchers have turned to Meta's Llama models to solve this."),
+    ("negation", DIFFUSION, "Autoregressive models do not generate text token by token."),
+    ("invented", DIFFUSION, "Masked diffusion models beat autoregressive ones on every benchmark."),
+    (
+        "invented",
+        TRANSFORMERS,
+        "The summary concludes that attention fully explains in-context learning.",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "claim"), SUPPORTED)
+def test_a_restated_claim_is_supported_with_the_sentence_that_says_it(bot, name, claim):
+    passage = summary(name)
+    result = bot.check_claim(claim, passage)
+    assert isinstance(result, Support)
+    assert result.supported, f"{claim!r} restates {name} but scored {result.score}"
+    assert 0.0 <= result.score <= 1.0
+    assert result.quote and words(result.quote) in words(passage), (
+        f"the quote should be the passage's own sentence(s): {result.quote!r}"
+    )
+
+
+@pytest.mark.parametrize(("kind", "name", "claim"), UNSUPPORTED)
+def test_a_changed_claim_is_not_supported(bot, kind, name, claim):
+    result = bot.check_claim(claim, summary(name))
+    assert not result.supported, f"{kind}: {claim!r} should not be supported ({result})"
+    assert 0.0 <= result.score < 0.5, result
+
+
+def test_figures_match_however_they_are_written(bot):
+    passage = "Accuracy rose by 20% on the benchmark. The model has 7B parameters."
+    for claim in (
+        "Accuracy rose by twenty percent on the benchmark.",
+        "Accuracy rose by 20 percent on the benchmark.",
+        "The model has 7 billion parameters.",
+    ):
+        assert bot.check_claim(claim, passage).supported, claim
+    for claim in ("Accuracy rose by 30% on the benchmark.", "The model has 70B parameters."):
+        assert not bot.check_claim(claim, passage).supported, claim
+
+
+# -- every answer is checked ---------------------------------------------------------------------
+
+
+QUESTION = "Why is it hard to hear everyone in a town hall meeting?"
+
+
+def prompt_number(bot: Chatbot, phrase: str) -> int:
+    """The number in the model's prompt of the retrieved passage containing `phrase`."""
+    passages = bot.retrieve(QUESTION)
+    found = [n for n, p in enumerate(passages, 1) if phrase in p.text]
+    assert found, f"retrieval should find the passage with {phrase!r}"
+    return found[0]
+
+
+def test_a_sentence_whose_figure_differs_from_its_source_is_flagged(fake, built_index):  # noqa: F811
+    bot = Chatbot(real(built_index, fake.url))
+    n = prompt_number(bot, "10,000 residents")
+    fake.script = [
+        {
+            "content": f"Imagine a town hall meeting with 20,000 residents [{n}]. "
+            f"It is impossible to let everyone speak [{n}]. Paris is the capital of France."
+        }
+    ]
+    answer = bot.ask(QUESTION)
+    reasons = {u.sentence: u for u in answer.unsupported}
+    assert len(answer.unsupported) == 2, f"two sentences should be flagged: {answer.unsupported}"
+    changed = next(u for u in answer.unsupported if "20,000" in u.sentence)
+    assert changed.reason == "not_found" and changed.numbers == (1,), changed
+    assert answer.text[changed.start : changed.end] == changed.sentence
+    assert changed.score < 0.5
+    uncited = next(u for u in answer.unsupported if "Paris" in u.sentence)
+    assert uncited.reason == "uncited" and uncited.numbers == (), uncited
+    assert not any("impossible" in s for s in reasons), "the quoted sentence is supported"
+    assert "check" in answer.timings
+    shown = answer.to_dict()["unsupported"]
+    assert [u["reason"] for u in shown] == [u.reason for u in answer.unsupported]
+
+
+def test_an_answer_citing_nothing_is_flagged_as_a_whole(fake, built_index):  # noqa: F811
+    text = "A town hall meeting cannot give every one of its residents a turn to speak."
+    fake.script = [{"content": text}]
+    answer = Chatbot(real(built_index, fake.url)).ask(QUESTION)
+    assert answer.unsupported == (Unsupported(text, 0, len(text), "uncited", (), 0.0),)
+
+
+def test_offline_answers_quote_their_sources_so_nothing_is_flagged(bot):
+    for question in (
+        QUESTION,
+        "What is Algorithmic Collective Action?",
+        "Which papers are about language models?",
+        "Which theory links Transformers to modern Hopfield networks?",
+    ):
+        answer = bot.ask(question)
+        assert not answer.abstained and answer.citations, f"{question!r} should be answered"
+        assert answer.unsupported == (), f"{question!r}: {answer.unsupported}"
+
+
+@pytest.mark.slow
+def test_ask_shows_unsupported_sentences_in_json_and_marks_them_in_text(fake, built_index):  # noqa: F811
+    bot = Chatbot(real(built_index, fake.url))
+    n = prompt_number(bot, "10,000 residents")
+    content = f"Imagine a town hall meeting with 20,000 residents [{n}]."
+    env = {"OPENAI_BASE_URL": fake.url, "OPENAI_API_KEY": "sk-test", "CHATBOT_MODEL": "test-model"}
+    fake.script = [{"content": content}, {"content": content}]
+    result = run_cli(built_index, "ask", QUESTION, "--json", **env)
+    assert result.returncode == 0, result.stderr
+    flagged = json.loads(result.stdout)["unsupported"]
+    assert [(u["reason"], u["numbers"]) for u in flagged] == [("not_found", [1])], flagged
+    assert "20,000" in flagged[0]["sentence"]
+    result = run_cli(built_index, "ask", QUESTION, **env)
+    assert result.returncode == 0, result.stderr
+    assert "⚠ not found in the cited source [1]: “Imagine a town hall meeting with 20,000" in (
+        result.stdout
+    ), result.stdout
