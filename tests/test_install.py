@@ -1,0 +1,170 @@
+"""The package outside its checkout: what the wheel and sdist carry; an index with nothing in it.
+
+`scripts/smoke_install.sh` (run by CI) goes further: it installs the wheel in a fresh virtual
+environment and runs `chatbot info`, `ask` and `serve` from another folder.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from chatbot import Chatbot, EmptyIndexError, Settings, StoreError, web
+
+from .conftest import CORPUS, ROOT
+from .helpers import free_port, run_cli
+from .test_web import browser, needs_chromium  # noqa: F401 (browser is a fixture)
+
+PROMPTS = ROOT / "prompts"
+QUESTION = "What is generative social choice?"
+
+
+def test_an_empty_corpus_folder_is_named_with_the_command_that_fills_the_index(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = run_cli(tmp_path / "data", "ask", QUESTION, CHATBOT_CORPUS_DIR=str(empty))
+    assert result.returncode == 1, f"an empty index is an error, not an answer: {result}"
+    assert result.stdout == "", "nothing may look like an answer"
+    error = result.stderr.strip()
+    assert error.count("\n") == 0 and "Traceback" not in error, f"one line: {error}"
+    assert str(empty) in error and "chatbot ingest" in error, f"names folder and fix: {error}"
+    assert "does not answer" not in error
+
+
+def test_ask_and_stream_raise_until_an_ingest_fills_the_index(tmp_path):
+    missing = tmp_path / "not-there"
+    bot = Chatbot(Settings.load(env_file=None, data_dir=tmp_path / "data", corpus_dir=missing))
+    with pytest.raises(EmptyIndexError, match="does not exist") as caught:
+        bot.ask(QUESTION)
+    message = str(caught.value)
+    assert str(missing) in message and "chatbot ingest" in message and "bot.ingest(" in message
+    assert isinstance(caught.value, StoreError), "callers catching StoreError still catch it"
+    with pytest.raises(EmptyIndexError):
+        bot.stream(QUESTION)
+    with pytest.raises(EmptyIndexError):
+        bot.retrieve(QUESTION)
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    shutil.copy(CORPUS / "06-generative-social-choice.md", docs)
+    assert bot.ingest([docs]).added == 1
+    answer = bot.ask(QUESTION)
+    assert not answer.abstained, f"the filled index answers: {answer.text}"
+    assert answer.citations[0].doc_id == "generative-social-choice"
+
+
+def test_an_ingest_that_indexed_nothing_still_leaves_the_index_empty(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    bot = Chatbot(Settings.load(env_file=None, data_dir=tmp_path / "data", corpus_dir=empty))
+    assert bot.ingest([empty]).added == 0
+    with pytest.raises(EmptyIndexError, match=r"holds no \.md, \.txt or \.jsonl document"):
+        bot.ask(QUESTION)
+
+
+@needs_chromium
+def test_the_web_ui_shows_how_to_fill_an_empty_index(browser, tmp_path):  # noqa: F811
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    bot = Chatbot(Settings.load(env_file=None, data_dir=tmp_path / "data", corpus_dir=empty))
+    port = free_port()
+    app = web.serve(bot, port=port, block=False)
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(30_000)
+    try:
+        page = context.new_page()
+        page.goto(f"http://127.0.0.1:{port}/")
+        page.get_by_text("Index:").wait_for()
+        assert "chatbot ingest" in page.locator("body").inner_text(), "the index line says so"
+        page.locator("#question textarea").fill(QUESTION)
+        page.locator("#question textarea").press("Enter")
+        reply = page.locator("#chat [data-testid='bot']").first
+        reply.get_by_text("chatbot ingest").first.wait_for()
+        text = reply.inner_text()
+        assert str(empty) in text, f"the reply names the empty folder: {text}"
+        assert "does not answer" not in text, f"no answer from an empty index: {text}"
+    finally:
+        context.close()
+        app.close()
+
+
+def _source_copy(tmp_path: Path) -> Path:
+    """What the package is built from, copied so no build output lands in the checkout."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src)
+    for name in ("chatbot", "prompts", "corpus"):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    return src
+
+
+def _pip(*args: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "-q", *args], capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, f"pip {' '.join(args)} failed:\n{result.stderr[-3000:]}"
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> Path:
+    """An sdist built from the source, and the wheel built from that sdist (as PyPI users get)."""
+    tmp = tmp_path_factory.mktemp("dist")
+    src, out = _source_copy(tmp), tmp / "out"
+    subprocess.run(
+        [sys.executable, "-m", "build", "-q", "--sdist", "--outdir", str(out), str(src)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    (sdist,) = out.glob("*.tar.gz")
+    _pip("wheel", "--no-deps", "-w", str(out), str(sdist))
+    return out
+
+
+@pytest.mark.slow
+def test_the_sdist_and_the_wheel_carry_the_prompts_and_the_corpus(dist):
+    prompts = sorted(p.name for p in PROMPTS.glob("*.txt"))
+    corpus = sorted(p.name for p in CORPUS.glob("*.md"))
+    assert len(prompts) == 3 and len(corpus) == 20, "the checkout's own folders"
+    (sdist,) = dist.glob("*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        names = [n.split("/", 1)[1] for n in tar.getnames() if "/" in n]
+    assert sorted(n[8:] for n in names if n.startswith("prompts/")) == prompts
+    assert sorted(n[7:] for n in names if n.startswith("corpus/")) == corpus
+    (wheel,) = dist.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    data = "chatbot/_data/"
+    assert sorted(n[len(data) + 8 :] for n in names if n.startswith(data + "prompts/")) == prompts
+    assert sorted(n[len(data) + 7 :] for n in names if n.startswith(data + "corpus/")) == corpus
+
+
+@pytest.mark.slow
+def test_an_installed_wheel_reads_its_own_prompts_and_corpus(dist, tmp_path):
+    (wheel,) = dist.glob("*.whl")
+    target, elsewhere = tmp_path / "site", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    _pip("install", "--no-deps", "--target", str(target), str(wheel))
+    probe = (
+        "import chatbot, chatbot.settings as s, chatbot.prompts as p\n"
+        "print(chatbot.__file__, s.PROMPTS_DIR, s.CORPUS_DIR, sep='\\n')\n"
+        "assert p.load_prompts(s.PROMPTS_DIR).answer\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=elsewhere,
+        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    where = result.stdout.split()
+    assert all(Path(w).is_relative_to(target) for w in where), f"not from the install: {where}"
+    assert len(list(Path(where[2]).glob("*.md"))) == 20
