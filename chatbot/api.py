@@ -470,11 +470,9 @@ class Api:
         yield event("[DONE]")
 
 
-def routes(
-    bot: Any, key: SecretStr | None, limit: int, *, locked: bool = False, wait: float = QUEUE_WAIT
-) -> list[BaseRoute]:
+def routes(bot: Any, key: SecretStr | None, limit: int, *, locked: bool = False) -> list[BaseRoute]:
     """The API's routes, to serve beside the web UI or alone."""
-    api = Api(bot, Access(key, locked), limit, wait)
+    api = Api(bot, Access(key, locked), limit, QUEUE_WAIT)
     router = APIRouter(prefix="/v1")
     router.add_api_route("/models", api.models, methods=["GET"])
     router.add_api_route("/models/{model}", api.model_info, methods=["GET"])
