@@ -52,11 +52,18 @@ def _print_sources(answer, out=None) -> None:
     print("\nSources:", file=out)
     for c in answer.citations:
         paper = f" — {c.paper}" if c.paper else ""
+        paper += f" — {_byline(c.metadata)}" if _byline(c.metadata) else ""
         print(f"  [{c.n}] {c.title}{paper} ({c.doc_id}, score {c.score:.2f})", file=out)
         if c.url:
             print(f"      {c.url}", file=out)
         if c.quote:
             print(f"      “{_short(c.quote)}”", file=out)
+
+
+def _byline(meta: dict) -> str:
+    """ "Ines Duarte, Priya Raman · ICML 2023" from a record's authors, venue and year."""
+    when = " ".join(str(meta[k]) for k in ("venue", "year") if meta.get(k) not in (None, ""))
+    return " · ".join(part for part in (str(meta.get("authors") or ""), when) if part)
 
 
 def _short(text: str, limit: int = QUOTE_CHARS) -> str:

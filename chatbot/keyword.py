@@ -1,4 +1,11 @@
-"""The keyword side of retrieval: BM25 (bm25s) over stemmed terms, persisted beside the store."""
+"""The keyword side of retrieval: BM25 (bm25s) over stemmed terms, persisted beside the store.
+
+Each passage is indexed in fields: its text (with its document's title), and its document's
+authors, venue and year. One BM25 index holds them all, each field's terms tagged with its name
+("meta:ding"), so each field has its own document frequencies; a passage's score is the weighted
+sum of what the question's terms score in each field. An author's name counts without being
+written into the text the model is shown, and a name counts only where names are.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,7 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -28,8 +35,15 @@ STOPWORDS = frozenset(
     s t don doesn didn isn wasn weren won tell describe explain mention mentions mentioned say says
     said give please paper papers summary summaries article authors author corpus deal deals
     involve involves discuss discusses address addresses concern concerns focus focuses talk
-    talks propose proposes proposed present presents introduce introduces new novel""".split()
+    talks propose proposes proposed present presents introduce introduces new novel
+    colleagues coauthors co et al""".split()
 )
+
+# How much a match in each field counts. "text" is the document's title and the passage; "meta"
+# its authors, venue and year. A document without them scores as it would without the field.
+FIELD_WEIGHTS = {"text": 1.0, "meta": 1.0}
+# Bumped whenever what is indexed changes: an index saved in another format is rebuilt.
+FORMAT = 2
 
 
 # "Which papers…", "List the summaries that…": the question wants every relevant source.
@@ -59,23 +73,48 @@ def terms(text: str) -> list[str]:
 
 
 class KeywordIndex:
-    """BM25 over passage ids; tagged with the store revision it was built from."""
+    """BM25 over passage ids, in fields; tagged with the store revision it was built from.
 
-    def __init__(self, retriever, ids: list[str], revision: str) -> None:
+    It also keeps each passage's document id and the collection's facets (authors, years, venues
+    with their documents, as `query.facets` gives them), so a question can be narrowed to them.
+    """
+
+    def __init__(
+        self,
+        retriever,
+        ids: list[str],
+        revision: str,
+        doc_ids: list[str] | None = None,
+        facets: dict[str, Any] | None = None,
+    ) -> None:
         self._retriever = retriever
         self.ids = ids
         self.revision = revision
+        self.doc_ids = doc_ids if doc_ids is not None else list(ids)
+        self.facets = facets or {}
+        self._docs = None  # doc_ids as an array, made on the first narrowed search
 
     @classmethod
-    def build(cls, ids: Sequence[str], texts: Sequence[str], revision: str) -> KeywordIndex:
-        """Index `texts` (already including whatever should be searchable, e.g. titles)."""
+    def build(
+        cls,
+        ids: Sequence[str],
+        fields: Mapping[str, Sequence[str]],
+        revision: str,
+        doc_ids: Sequence[str] | None = None,
+        facets: dict[str, Any] | None = None,
+    ) -> KeywordIndex:
+        """Index each field's texts (one per passage, in the order of `ids`; "" for none)."""
         import bm25s
 
+        tokens: list[list[str]] = [[] for _ in ids]
+        for name, texts in fields.items():
+            tag = _tag(name)
+            for passage, text in zip(tokens, texts, strict=True):
+                passage += [tag + t for t in terms(text)]
         retriever = bm25s.BM25()
-        tokens = [terms(t) or ["\x00empty"] for t in texts]
         if tokens:
-            retriever.index(tokens, show_progress=False)
-        return cls(retriever, list(ids), revision)
+            retriever.index([t or ["\x00empty"] for t in tokens], show_progress=False)
+        return cls(retriever, list(ids), revision, list(doc_ids or ids), facets)
 
     def save(self, folder: Path) -> None:
         """Publish the index in `folder` atomically, also against other processes saving it.
@@ -90,7 +129,14 @@ class KeywordIndex:
         if self.ids:
             self._retriever.save(str(work), show_progress=False)
         work.rename(folder / name)
-        meta = {"revision": self.revision, "ids": self.ids, "dir": name}
+        meta = {
+            "format": FORMAT,
+            "revision": self.revision,
+            "ids": self.ids,
+            "dir": name,
+            "doc_ids": self.doc_ids,
+            "facets": self.facets,
+        }
         pointer = folder / f"{_TMP}{name}.json"
         pointer.write_text(json.dumps(meta))
         os.replace(pointer, folder / IDS)
@@ -98,16 +144,20 @@ class KeywordIndex:
 
     @classmethod
     def load(cls, folder: Path, revision: str) -> KeywordIndex | None:
-        """The saved index if it matches `revision`; None if there is none or it is stale.
+        """The saved index if it has `revision` and FORMAT; None if there is none or it is stale.
 
         Raises KeywordIndexError when the saved index cannot be read (the caller rebuilds it).
         """
         for _ in range(3):
             meta = _read_ids(folder)
-            if meta is None or meta.get("revision") != revision:
+            if meta is None or meta.get("revision") != revision or meta.get("format") != FORMAT:
                 return None
             try:
-                return cls(_load_bm25(folder / meta.get("dir", ""), meta), meta["ids"], revision)
+                retriever = _load_bm25(folder / meta.get("dir", ""), meta)
+                docs = meta.get("doc_ids")
+                if not isinstance(docs, list) or len(docs) != len(meta["ids"]):
+                    raise ValueError("its document ids do not match its passage ids")
+                return cls(retriever, meta["ids"], revision, docs, meta.get("facets") or {})
             except Exception as e:
                 # Another process may have published a newer index and pruned this one.
                 if _read_ids(folder) != meta:
@@ -115,13 +165,42 @@ class KeywordIndex:
                 raise KeywordIndexError(f"The keyword index in {folder} is damaged ({e})") from e
         return None
 
-    def search(self, query: str, n: int) -> list[tuple[str, float]]:
-        """Up to `n` (passage id, BM25 score) pairs with a positive score, best first."""
+    def search(
+        self,
+        query: str,
+        n: int,
+        docs: Collection[str] | None = None,
+        weights: Mapping[str, float] | None = None,
+    ) -> list[tuple[str, float]]:
+        """Up to `n` (passage id, score) pairs with a positive score, best first.
+
+        A score is the FIELD_WEIGHTS-weighted sum of the fields' BM25 scores (`weights` overrides
+        them); with `docs`, only passages of those documents are scored.
+        """
+        import numpy as np
+
         q = terms(query)
-        if not q or not self.ids:
+        if not q or not self.ids or n <= 0:
             return []
-        docs, scores = self._retriever.retrieve([q], k=min(n, len(self.ids)), show_progress=False)
-        return [(self.ids[d], float(s)) for d, s in zip(docs[0], scores[0]) if s > 0]
+        weights = FIELD_WEIGHTS if weights is None else weights
+        scores = np.zeros(len(self.ids), dtype=np.float32)
+        for name, weight in weights.items():
+            if weight:
+                tag = _tag(name)
+                scores += weight * self._retriever.get_scores([tag + t for t in q])
+        if docs is not None:
+            if self._docs is None:
+                self._docs = np.asarray(self.doc_ids, dtype=object)
+            scores[~np.isin(self._docs, list(docs))] = 0.0
+        n = min(n, len(self.ids))
+        top = np.argpartition(-scores, n - 1)[:n]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(self.ids[i], float(scores[i])) for i in top if scores[i] > 0]
+
+
+def _tag(field: str) -> str:
+    """What a field's terms start with in the index; the text's terms are untagged."""
+    return "" if field == "text" else f"{field}:"
 
 
 # Sub-folders and files being written start with this; nothing reads them.

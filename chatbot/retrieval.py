@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from .errors import KeywordIndexError
 from .keyword import KeywordIndex, terms
 from .options import check_k, check_where, explain_no_match
+from .query import Facets, Narrowing, about, facets
 from .store import Store
 from .types import Passage
 
@@ -30,6 +31,8 @@ class Retrieval:
     coverage: float
     relevance: float
     relevant: bool
+    # How the question narrowed the search, e.g. ("authors: Hu Ding", "year = 2021").
+    narrowed: tuple[str, ...] = ()
 
 
 def relevance(dense_best: float, coverage: float) -> float:
@@ -49,6 +52,7 @@ class Retriever:
         self.store = store
         self.settings = store.settings
         self._keyword: KeywordIndex | None = None
+        self._facets: tuple[str | None, Facets] = (None, Facets())
         self._lock = threading.Lock()
 
     @property
@@ -76,8 +80,13 @@ class Retriever:
         """Rebuild BM25 from the store's passages and save it."""
         revision = self.store.revision if revision is None else revision
         ids, texts, metas = self.store.all_passages()
-        searchable = [f"{(m or {}).get('title', '')}\n{t}" for t, m in zip(texts, metas)]
-        index = KeywordIndex.build(ids, searchable, revision)
+        metas = [m or {} for m in metas]
+        doc_ids = [str(m.get("doc_id", i)) for i, m in zip(ids, metas, strict=True)]
+        fields = {
+            "text": [f"{m.get('title', '')}\n{t}" for t, m in zip(texts, metas, strict=True)],
+            "meta": [about(m) for m in metas],
+        }
+        index = KeywordIndex.build(ids, fields, revision, doc_ids, facets(zip(doc_ids, metas)))
         try:
             index.save(self._keyword_dir)
         except OSError as e:
@@ -91,24 +100,51 @@ class Retriever:
         self._keyword = index
         return index
 
-    def search(self, query: str, k: int | None = None, where: dict | None = None) -> Retrieval:
-        """The `k` best passages for `query`: dense and BM25 results fused by `fuse`."""
+    def search(
+        self, query: str, k: int | None = None, where: dict | None = None, *, narrow: bool = True
+    ) -> Retrieval:
+        """The `k` best passages for `query`: dense and BM25 results fused by `fuse`.
+
+        With `narrow`, authors, a year or a venue the query names (and the collection holds)
+        narrow the search as `where` would; when nothing is left, the search runs without them.
+        """
         check_k(k)
         check_where(where)
         k = self.settings.top_k if k is None else k
-        depth = max(4 * k, 20)
         vector = self.store.embeddings.embed_query(query)
+        narrowing = self.narrowing(query) if narrow else None
+        if narrowing is not None:
+            found = self._search(query, vector, k, where, narrowing)
+            if found.passages:
+                return found
+        return self._search(query, vector, k, where, None)
+
+    def narrowing(self, query: str) -> Narrowing | None:
+        """The filter that authors, a year or a venue named in `query` imply, or None."""
+        index = self.keyword_index()
+        if self._facets[0] != index.revision:
+            self._facets = (index.revision, Facets.from_json(index.facets))
+        return self._facets[1].narrowing(query)
+
+    def _search(
+        self, query: str, vector, k: int, where: dict | None, narrowing: Narrowing | None
+    ) -> Retrieval:
+        depth = max(4 * k, 20)
+        given = where
+        if narrowing is not None:
+            where = narrowing.where if where is None else {"$and": [where, narrowing.where]}
         # Ids and distances only: the text of the few passages kept is fetched after fusion.
         dense = self.store.nearest(vector, depth, where)
-        keyword = self.keyword_index().search(query, depth)
+        docs = narrowing.doc_ids if narrowing else None
+        keyword = self.keyword_index().search(query, depth, docs)
         by_id: dict[str, Passage] = {}
-        if where and keyword:
-            allowed = self.store.get([i for i, _ in keyword], where=where)
+        if given and keyword:
+            allowed = self.store.get([i for i, _ in keyword], where=given)
             keyword = [(i, s) for i, s in keyword if i in allowed]
             by_id.update(allowed)
-        if where and not dense and not keyword:
+        if given and not narrowing and not dense and not keyword:
             # A filter that matches nothing is most often a typo: say which field or kind is off.
-            explain_no_match(where, self.store.collection.get(include=["metadatas"])["metadatas"])
+            explain_no_match(given, self.store.collection.get(include=["metadatas"])["metadatas"])
         fused = fuse(dense, keyword)
         top = sorted(fused, key=lambda pid: (-fused[pid], pid))[:k]
         missing = [pid for pid in top if pid not in by_id]
@@ -118,7 +154,12 @@ class Retriever:
         coverage = _coverage(query, passages[:3])
         score = relevance(dense_best, coverage)
         ok = bool(passages) and score >= self.settings.min_relevance
-        return Retrieval(query, passages, dense_best, coverage, score, ok)
+        if narrowing is not None and narrowing.by_author and not _topic(query, narrowing):
+            # "What did Okonkwo and colleagues propose?" asks for that author's papers as such:
+            # the filter found them, and no other term of the question is left to match.
+            ok = bool(passages)
+        said = narrowing.said if narrowing else ()
+        return Retrieval(query, passages, dense_best, coverage, score, ok, said)
 
 
 def fuse(
@@ -146,12 +187,20 @@ def fuse(
     return fused
 
 
+def _topic(query: str, narrowing: Narrowing) -> set[str]:
+    """The question's content terms that are not the names it narrowed the search by."""
+    return set(terms(query)) - set(terms(" ".join(narrowing.named)))
+
+
 def _coverage(query: str, passages: list[Passage]) -> float:
     """The largest share of the question's content terms that one of the passages contains."""
     wanted = set(terms(query))
     if not wanted:
         return 0.0
     return max(
-        (len(wanted & set(terms(f"{p.title} {p.text}"))) / len(wanted) for p in passages),
+        (
+            len(wanted & set(terms(f"{p.title} {about(p.metadata)} {p.text}"))) / len(wanted)
+            for p in passages
+        ),
         default=0.0,
     )
