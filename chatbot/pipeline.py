@@ -108,6 +108,12 @@ class AnswerStream:
             self._error = e
             raise
 
+    def close(self) -> None:
+        """Stop reading: the model's stream (a model server's HTTP response) is closed."""
+        close = getattr(self._source, "close", None)
+        if close is not None:
+            close()
+
     @property
     def answer(self) -> Answer | None:
         """The full Answer once the stream has ended, else None."""
@@ -309,10 +315,12 @@ def generate(model: Model, prompt: Prompt, numbers: dict[int, int] | None = None
     which prompt number each became.
     """
     shown = set(range(1, len(prompt.passages) + 1))
-    chain = prompt.template | model.llm | StrOutputParser()
     try:
-        pieces = chain.stream(prompt.inputs, config=model.config)
-        yield from citations.clean_stream(pieces, shown, numbers)
+        # The model's own stream, not a chain's: closing it (Stop in the web UI) closes a model
+        # server's HTTP response, where a chain would read its input to the end first.
+        messages = prompt.template.format_messages(**prompt.inputs)
+        chunks = model.llm.stream(messages, config=model.config)
+        yield from citations.clean_stream((c.text for c in chunks), shown, numbers)
     except ChatbotError:
         raise
     except Exception as e:

@@ -202,10 +202,9 @@ class Handlers:
             pieces = iter(stream)
             for piece in pieces:
                 if stop.is_set():
-                    # Closing the stream, the last reference to it, closes the model's: with a
-                    # model server, its HTTP response is closed and the server stops writing.
+                    # With a model server, its HTTP response is closed: it stops writing.
                     pieces.close()
-                    del stream, pieces
+                    stream.close()
                     turn.update(stopped=True, partial=text.strip())
                     break
                 text += piece
@@ -369,12 +368,13 @@ def _chat_tab(limit: int) -> ChatTab:
 
 def _wire_chat(ui: Handlers, tab: ChatTab, turns: gr.State, limit: int) -> None:
     """Connect the chat tab's events to their handlers."""
-    # The question leaves the box at once (no queue), so what is typed next is never cleared
-    # by an answer starting late; `asked` carries it to the answer, None when nothing is asked.
+    # The question leaves the box in a quick step of its own, so what is typed next is never
+    # cleared by an answer starting late; `asked` carries it to the answer (None: nothing asked).
+    # The quick steps are queued too, each in its own group: unqueued ones carry no session id.
     asked = gr.State(None)
     taken = [tab.box, asked, tab.send, tab.stop]
     outputs = [tab.chat, tab.sources, turns, tab.download, tab.send, tab.stop]
-    now = {**PRIVATE, "queue": False}
+    now = {**PRIVATE, "show_progress": "hidden"}
     tab.box.submit(ui.take, tab.box, taken, **now).then(
         ui.respond, [asked, turns], outputs, **PRIVATE
     )

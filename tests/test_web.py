@@ -698,6 +698,109 @@ def test_sources_are_shown_as_soon_as_they_are_retrieved_before_the_first_token(
     )
 
 
+LONG_ANSWER = " ".join(f"Agent benchmarks miss deployment need number {i} [1]." for i in range(40))
+
+
+class _LongAnswerHandler(_OpenAIHandler):
+    """Writes LONG_ANSWER a word every `pause` seconds; `closed` is set once a write fails
+    because the client has closed the connection."""
+
+    pause = 0.25
+    closed = threading.Event()
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        base = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"]}
+        try:
+            for word in LONG_ANSWER.split(" "):
+                delta = {"role": "assistant", "content": word + " "}
+                chunk = {**base, "choices": [{"index": 0, "delta": delta}]}
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
+                time.sleep(type(self).pause)
+            self.wfile.write(b"data: [DONE]\n\n")
+        except OSError:  # BrokenPipeError, ConnectionResetError: the client hung up
+            type(self).closed.set()
+
+
+@pytest.fixture(scope="module")
+def long_api_server(web_data) -> Iterator[str]:
+    """The app with a model that takes ~1 minute to write its answer, unless told to hurry."""
+    with serve_with_model(web_data, _LongAnswerHandler) as (url, httpd):
+        yield url
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def answer_text(page, index: int = 0) -> str:
+    return page.locator("#chat [data-testid='bot']").nth(index).inner_text().strip()
+
+
+def start_long_answer(page, url: str) -> None:
+    """Open the app, ask QUESTION of the slow model and wait until its answer is being written."""
+    _LongAnswerHandler.pause, _LongAnswerHandler.closed = 0.25, threading.Event()
+    open_app(page, url)
+    page.locator("#question textarea").fill(QUESTION)
+    page.locator("#question textarea").press("Enter")
+    page.wait_for_function(
+        "(document.querySelector(\"#chat [data-testid='bot']\")?.innerText || '').length > 40"
+    )
+
+
+@needs_chromium
+def test_stop_ends_the_answer_and_its_model_stream_and_retry_asks_again(page, long_api_server):
+    start_long_answer(page, long_api_server)
+    stop = page.locator("#stop")
+    assert stop.is_visible(), "a Stop button should show while the answer is written"
+    stop.click()
+    page.locator("#chat [data-testid='bot']").get_by_text("Stopped.").wait_for()
+    stopped = answer_text(page)
+    assert _LongAnswerHandler.closed.wait(5), "Stop should close the model server's stream"
+    page.wait_for_timeout(1500)
+    assert answer_text(page) == stopped, "text kept arriving after Stop"
+    assert stopped.startswith("Agent benchmarks miss"), "what was written should stay"
+    assert "deployment need number 39" not in stopped, "the answer should have been cut short"
+    assert not stop.is_visible() and page.locator("#send").is_enabled(), "Send should be back"
+    assert "answer was stopped" in page.locator("#sources").inner_text()
+    like = page.locator("#chat").get_by_role("button", name="Like", exact=True)
+    assert not any(b.is_visible() for b in like.all()), "a stopped reply takes no feedback"
+
+    _LongAnswerHandler.pause = 0.0
+    page.locator("#chat").get_by_role("button", name="Retry", exact=True).click()
+    page.wait_for_function(
+        "t => (document.querySelector(\"#chat [data-testid='bot']\")?.innerText || '').includes(t)",
+        arg="deployment need number 39",
+    )
+    page.wait_for_function(ANSWERED, arg=1)
+    assert page.locator("#chat [data-testid='user']").count() == 1, "Retry replaces the answer"
+    assert "Stopped" not in answer_text(page), "the retried answer should replace the stopped one"
+
+
+@needs_chromium
+def test_a_question_typed_while_an_answer_is_written_stays_in_the_box(page, long_api_server):
+    start_long_answer(page, long_api_server)
+    box, send = page.locator("#question textarea"), page.locator("#send")
+    assert send.is_disabled(), "Send should be disabled while an answer is written"
+    follow_up = "What do the authors propose instead?"
+    box.fill(follow_up)
+    box.press("Enter")
+    page.wait_for_timeout(1000)
+    assert box.input_value() == follow_up, "Enter during an answer must not take the text away"
+    assert page.locator("#chat [data-testid='user']").count() == 1, "nothing should be sent"
+    _LongAnswerHandler.pause = 0.0
+    page.wait_for_function(ANSWERED, arg=1)
+    assert box.input_value() == follow_up, "the typed question should outlive the answer"
+    assert send.is_enabled(), "Send should be back once the answer is done"
+    box.press("Enter")
+    page.wait_for_function(ANSWERED, arg=2)
+    users = page.locator("#chat [data-testid='user']").all_inner_texts()
+    assert [u.strip() for u in users] == [QUESTION, follow_up], users
+    assert box.input_value() == "", "a sent question leaves the box"
+
+
 def test_chat_api_returns_the_answer_with_its_markers(server, bot):
     from gradio_client import Client
 
