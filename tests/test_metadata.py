@@ -248,3 +248,20 @@ def test_the_seed_summaries_have_no_facets_and_are_never_narrowed(settings):
     for question in ("What did Hopfield and colleagues show?", "Which papers from 2023 by Bach?"):
         assert bot.retriever.narrowing(question) is None, question
         assert not bot.retriever.search(question).narrowed
+
+
+def test_a_keyword_index_saved_in_the_older_format_is_rebuilt_from_the_store(data_dir, caplog):
+    from chatbot.keyword import FORMAT
+
+    folder = data_dir / "bm25" / "summaries"
+    meta = json.loads((folder / "ids.json").read_text())
+    for key in ("format", "doc_ids", "facets"):  # what an index of the older format lacks
+        meta.pop(key, None)
+    (folder / "ids.json").write_text(json.dumps(meta))
+
+    bot = Chatbot(Settings.load(env_file=None, data_dir=data_dir))
+    passages = bot.retrieve("What is a combinatorial auction?")
+
+    assert passages[0].doc_id == "combinatorial-auctions", [p.doc_id for p in passages]
+    assert json.loads((folder / "ids.json").read_text())["format"] == FORMAT, "saved anew"
+    assert not [r for r in caplog.records if r.levelname == "WARNING"], "a silent rebuild"
