@@ -9,7 +9,8 @@ repository root:
 
     nice -n 10 .venv/bin/python benchmarks/bench_support.py [--sets FILE ...] [--runs 5]
 
-`--sweep` prints the flag rates on the first set across thresholds (the tuning view).
+`--sweep` prints the flag rates on the first set across thresholds (the tuning view), with every
+score computed exactly (embeddings compared even where wording alone decides).
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/support.json")
     args = parser.parse_args()
     texts = summaries()
-    checker = support.SupportChecker()
+    checker = support.SupportChecker(exact=args.sweep)
     result: dict = {"threshold": support.THRESHOLD, "machine": platform.processor(), "sets": {}}
     for path in args.sets:
         claims = load_claims(path, texts)

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from chatbot import Chatbot, Support, Unsupported
+from chatbot import Chatbot, Support, Unsupported, support
 from chatbot.corpus import read_document
 
 from .conftest import CORPUS
@@ -69,7 +69,7 @@ def test_a_restated_claim_is_supported_with_the_sentence_that_says_it(bot, name,
 def test_a_changed_claim_is_not_supported(bot, kind, name, claim):
     result = bot.check_claim(claim, summary(name))
     assert not result.supported, f"{kind}: {claim!r} should not be supported ({result})"
-    assert 0.0 <= result.score < 0.5, result
+    assert 0.0 <= result.score < support.THRESHOLD, result
 
 
 def test_figures_match_however_they_are_written(bot):
@@ -113,7 +113,7 @@ def test_a_sentence_whose_figure_differs_from_its_source_is_flagged(fake, built_
     changed = next(u for u in answer.unsupported if "20,000" in u.sentence)
     assert changed.reason == "not_found" and changed.numbers == (1,), changed
     assert answer.text[changed.start : changed.end] == changed.sentence
-    assert changed.score < 0.5
+    assert changed.score < support.THRESHOLD
     uncited = next(u for u in answer.unsupported if "Paris" in u.sentence)
     assert uncited.reason == "uncited" and uncited.numbers == (), uncited
     assert not any("impossible" in s for s in reasons), "the quoted sentence is supported"
