@@ -27,6 +27,15 @@ CSS = """
 #sources details .passage { margin-top: 4px; }
 /* On a phone the corpus table scrolls within its box, not the page sideways. */
 #corpus-table .table-scroll { overflow-x: auto; max-width: 100%; }
+/* On a phone the sources sit below the chat: a link at the top of the panel leads back. */
+#sources .back-to-answer { display: block; position: sticky; top: 0; z-index: 1;
+  padding: 6px 0; text-align: left; background: var(--block-background-fill); }
+@media (min-width: 900px) { #sources .back-to-answer { display: none; } }
+/* The quote of a citation link that has keyboard focus (hovering shows its title). */
+#quote-tip { position: absolute; z-index: 1000; max-width: min(28em, 90vw); padding: 6px 10px;
+  border-radius: 6px; background: #1f2937; color: #f9fafb; font-size: 0.85em; line-height: 1.4;
+  box-shadow: 0 2px 8px rgba(0, 0, 0, 0.3); pointer-events: none; }
+#quote-tip[hidden] { display: none; }
 #question-count { font-size: 0.85em; text-align: right; margin-top: -8px; }
 #corpus-list td, #corpus-list th { padding: 4px 8px; text-align: left; vertical-align: top; }
 .hint { color: var(--body-text-color-subdued); }
@@ -38,14 +47,31 @@ CSS = """
 
 # `[n]` in an answer shows that answer's sources and source n within the sources panel's own
 # scroll box, its quote in view in the card; the page itself moves only when the panel is off
-# screen (on a phone it sits below the chat). Links picking an answer's sources show its section.
+# screen (on a phone it sits below the chat, and a link at the panel's top leads back to the
+# answer). Links picking an answer's sources show its section.
 JS = r"""
 () => {
-  const inPanel = (scroller, el) => {
+  const inPanel = (scroller, el, pad = 0) => {
     const top = el.getBoundingClientRect().top - scroller.getBoundingClientRect().top;
-    scroller.scrollTop += top - 8;
+    scroller.scrollTop += top - 8 - pad;
+  };
+  let followed = null;  // the [n] link last followed, for the way back to it
+  const backToAnswer = (link) => {
+    const answer = Number(link.dataset.answer);
+    const bot = document.querySelectorAll("#chat [data-testid='bot']")[answer - 1];
+    const cited = followed && followed.isConnected && bot && bot.contains(followed);
+    const target = cited ? followed : bot;
+    if (!target) return;
+    target.scrollIntoView({block: 'center'});
+    if (cited) followed.focus({preventScroll: true});
   };
   document.addEventListener('click', (event) => {
+    const back = event.target.closest && event.target.closest('a.back-to-answer');
+    if (back) {
+      event.preventDefault();
+      backToAnswer(back);
+      return;
+    }
     const link = event.target.closest
       && event.target.closest('a[href^="#src-"], a[href^="#answer-"]');
     if (!link) return;
@@ -54,6 +80,7 @@ JS = r"""
     const target = document.getElementById(link.getAttribute('href').slice(1));
     const section = target && target.closest('#sources .answer-sources');
     if (!section) return;
+    if (link.closest('#chat')) followed = link;
     document.querySelectorAll('#sources .answer-sources')
       .forEach((s) => { s.hidden = s !== section; });
     document.querySelectorAll('#sources .source.target')
@@ -65,10 +92,34 @@ JS = r"""
     }
     if (target === section) { scroller.scrollTop = 0; return; }
     target.classList.add('target');
-    inPanel(scroller, target);
+    // On a phone the way back to the answer stays at the top of the panel: keep the card below.
+    const way = section.querySelector('.back-to-answer');
+    inPanel(scroller, target, way ? way.offsetHeight : 0);
     const mark = target.querySelector('.passage mark');
     if (mark) inPanel(mark.closest('.passage'), mark);
   }, true);
+  // Hovering [n] shows its quote (the link's title); keyboard focus shows it too, in a tooltip
+  // that the focused link names with aria-describedby, so a screen reader reads it as well.
+  const tip = document.createElement('div');
+  tip.id = 'quote-tip';
+  tip.setAttribute('role', 'tooltip');
+  tip.hidden = true;
+  document.body.appendChild(tip);
+  const citation = (el) => el.closest && el.closest('#chat a[href^="#src-"][title]');
+  document.addEventListener('focusin', (event) => {
+    const link = citation(event.target);
+    if (!link) return;
+    tip.textContent = link.getAttribute('title');
+    link.setAttribute('aria-describedby', 'quote-tip');
+    tip.hidden = false;
+    const r = link.getBoundingClientRect();
+    const left = Math.max(8, Math.min(r.left, window.innerWidth - tip.offsetWidth - 8));
+    tip.style.left = `${left + window.scrollX}px`;
+    tip.style.top = `${r.bottom + window.scrollY + 6}px`;
+  });
+  document.addEventListener('focusout', (event) => {
+    if (citation(event.target)) tip.hidden = true;
+  });
   // Gradio's copy button copies a message's Markdown, links and all: copy an answer as plain
   // text instead, its [n] markers then its sources as footnotes.
   const plainAnswer = (text) => {

@@ -161,9 +161,13 @@ def _section(answer: int, turn: dict[str, Any], shown: bool) -> str:
         f"<q>{html.escape(turn['question'])}</q></div>"
     )
     hidden = "" if shown else " hidden"
+    back = (
+        f"<a class='back-to-answer' href='#chat' data-answer='{answer}'>"
+        f"↑ Back to answer {answer}</a>"
+    )
     return (
         f"<section class='answer-sources' id='answer-{answer}' data-state='{state}'{hidden}>"
-        f"{head}{body}</section>"
+        f"{back}{head}{body}</section>"
     )
 
 

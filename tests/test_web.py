@@ -507,6 +507,59 @@ def test_on_a_phone_a_cited_source_is_reachable_from_its_answer(phone, server, b
     )
 
 
+IN_VIEW = """el => { const r = el.getBoundingClientRect();
+        return r.height > 0 && r.top >= 0 && r.bottom <= window.innerHeight; }"""
+
+
+@needs_chromium
+def test_on_a_phone_a_link_leads_back_from_a_source_to_its_answer(phone, server):
+    open_app(phone, server)
+    ask(phone, QUESTION)
+    answer = phone.locator("#chat [data-testid='bot']").first
+    link = answer.get_by_role("link", name="[1]").first
+    link.click()
+    phone.locator("#sources .source.target").wait_for()
+    assert not link.evaluate(IN_VIEW), "on a phone the source should take the answer's place"
+    back = phone.locator("#sources .answer-sources:not([hidden])").get_by_role(
+        "link", name="Back to answer 1"
+    )
+    phone.wait_for_function(IN_VIEW, arg=back.element_handle())
+    back.click()
+    phone.wait_for_function(IN_VIEW, arg=link.element_handle())
+    assert link.evaluate("el => el === document.activeElement"), "focus should return to [1]"
+
+
+@needs_chromium
+def test_focusing_a_citation_by_keyboard_shows_its_quote(page, server, bot):
+    quote = bot.ask(QUESTION).citations[0].quote
+    open_app(page, server)
+    ask(page, QUESTION)
+    tip = page.locator("#quote-tip")
+    assert not tip.is_visible(), "no quote should show before a citation has focus"
+    page.locator("#question textarea").focus()
+    focused = ""
+    for _ in range(60):  # Tab through the page until a citation link has focus
+        page.keyboard.press("Shift+Tab")
+        focused = page.evaluate("document.activeElement.textContent.trim()")
+        if focused == "[1]":
+            break
+    assert focused == "[1]", "Tab should reach the answer's [1]"
+    assert tip.is_visible(), "focusing [1] by keyboard should show its quote"
+    assert " ".join(quote.split())[:60] in tip.inner_text(), tip.inner_text()
+    described = page.evaluate("document.activeElement.getAttribute('aria-describedby')")
+    assert described == "quote-tip", "the quote should be the link's accessible description"
+    box, link = (
+        tip.bounding_box(),
+        page.evaluate(
+            "(() => { const r = document.activeElement.getBoundingClientRect();"
+            " return {x: r.x, bottom: r.bottom}; })()"
+        ),
+    )
+    assert 0 <= box["y"] - link["bottom"] < 40, "the quote should show just below the link"
+    page.locator("#question textarea").focus()
+    assert not tip.is_visible(), "the quote should go when focus leaves the citation"
+
+
 @needs_chromium
 def test_on_a_phone_the_corpus_table_scrolls_sideways_not_the_page(phone, server):
     open_app(phone, server)
