@@ -80,6 +80,8 @@ MIN_COMPANION_OVERLAP = 0.1
 # about as strong as the best is cited beside it.
 OTHER_PASSAGE_RATIO = 0.8
 MAX_LISTED = 5
+# A user turn with this many content terms names a topic a later "it" or "they" can point to.
+TOPIC_TERMS = 3
 # "Which papers…": a passage is listed when it covers at least this share of what the best one
 # covers, so loosely related papers stay out of the list.
 LIST_RELEVANCE_RATIO = 0.5
@@ -305,11 +307,15 @@ def condense_from_prompt(prompt: str) -> str:
     question = html.unescape(question_match.group(1)).strip() if question_match else ""
     conv = _CONVERSATION.search(prompt)
     turns = conv.group(1).splitlines() if conv else []
-    users = [t[len("User:") :].strip() for t in turns if t.startswith("User:")]
-    last_user = html.unescape(users[-1]) if users else ""
-    if not last_user or not (_REFERRING.search(question) or len(terms(question)) <= 1):
+    users = [html.unescape(t[len("User:") :].strip()) for t in turns if t.startswith("User:")]
+    if not users or not (_REFERRING.search(question) or len(terms(question)) <= 1):
         return question
-    return f"{question} (about: {last_user})"
+    # The topic is in the latest turn that names one ("Is there a summary about X?"), not in a
+    # turn that itself points back ("Which ones does it name?"): take the turns since that one.
+    start = next(
+        (i for i in range(len(users) - 1, -1, -1) if len(terms(users[i])) >= TOPIC_TERMS), 0
+    )
+    return f"{question} (about: {' '.join(users[start:])})"
 
 
 class OfflineChatModel(BaseChatModel):
