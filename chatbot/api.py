@@ -48,6 +48,8 @@ CONCURRENCY_OFFLINE = 4
 CONCURRENCY_API = 16
 # How long a request may wait for a free answering slot before it is told to come back (429).
 QUEUE_WAIT = 30.0
+# The largest request body read: a long conversation is a few hundred KB.
+MAX_BODY_BYTES = 4 * 1024 * 1024
 _LOCAL_NAMES = frozenset({"localhost"})
 
 
@@ -185,7 +187,7 @@ class Api:
         """`POST /v1/chat/completions`: the answer, whole or as server-sent events."""
         try:
             self.access.check(request)
-            ask = parse_request(await request.body())
+            ask = parse_request(await _body(request))
             question, history = conversation(ask.messages)
             await self._acquire()
         except ApiError as e:
@@ -247,6 +249,23 @@ class Api:
         yield event("[DONE]")
 
 
+async def _body(request: Request) -> bytes:
+    """The request's body, read no further than MAX_BODY_BYTES (a 413 ApiError beyond)."""
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise ApiError(
+                413,
+                f"The request is larger than {MAX_BODY_BYTES // (1024 * 1024)} MB: send a shorter "
+                "conversation (the question and its last turns are enough).",
+                code="request_too_large",
+                param="messages",
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def routes(bot: Any, key: SecretStr | None, limit: int, *, locked: bool = False) -> list[BaseRoute]:
     """The API's routes, to serve beside the web UI or alone."""
     api = Api(bot, Access(key, locked), limit, QUEUE_WAIT)
@@ -280,7 +299,7 @@ class Running:
 
 
 def serve(
-    bot: Any, host: str = "127.0.0.1", port: int = 8000, *, block: bool = True
+    bot: Any, host: str = "127.0.0.1", port: int = 7860, *, block: bool = True
 ) -> Running | None:
     """Serve only the API on host:port until Ctrl-C; block=False returns the running server."""
     import uvicorn

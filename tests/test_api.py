@@ -167,7 +167,9 @@ def _error(e: openai.APIStatusError) -> dict:
     return error
 
 
-def test_bad_requests_get_400_in_openai_error_shape_in_plain_words(served, offline_bot):
+def test_bad_requests_get_400_in_openai_error_shape_in_plain_words(
+    served, offline_bot, monkeypatch
+):
     ask = client(served).chat.completions.create
     with pytest.raises(openai.BadRequestError) as no_user:
         ask(model="x", messages=[{"role": "system", "content": QUESTION}])
@@ -187,6 +189,11 @@ def test_bad_requests_get_400_in_openai_error_shape_in_plain_words(served, offli
     no_messages = httpx.post(f"{served}/chat/completions", json={"model": "x"}, timeout=30)
     assert no_messages.status_code == 400
     assert no_messages.json()["error"]["param"] == "messages", no_messages.text
+    monkeypatch.setattr(api, "MAX_BODY_BYTES", 10_000)
+    turns = [{"role": "user", "content": "why " * 500}] * 6 + user(QUESTION)
+    with pytest.raises(openai.APIStatusError) as too_big:
+        ask(model="x", messages=turns)
+    assert too_big.value.status_code == 413 and "larger than" in _error(too_big.value)["message"]
 
 
 def _get_models(url: str, key: str | None, source: str = "127.0.0.1") -> httpx.Response:
