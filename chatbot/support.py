@@ -113,9 +113,18 @@ _OPPOSITES = [
 ]  # fmt: skip
 _ABSOLUTE = re.compile(
     r"\b(?:fully|completely|entirely|always|easily|merely|purely|perfectly|faithfully|"
-    r"guarantee[sd]?|proves?|proven|definitely|certainly|every|all|only)\b",
+    r"guarantee[sd]?|proves?|proven|definitely|certainly|every|all)\b",
     re.IGNORECASE,
 )
+# Absolute qualifiers that say the same: any of the group in the passage backs the claim's.
+_SAME = ["full|complete|entire|total", "always|invariabl", "mere|just|simpl|only", "prove|proof"]
+_SYNONYMS = {
+    word: group
+    for group in _SAME
+    for word in ("fully completely entirely always merely proves proven".split())
+    if re.match(rf"(?:{group})", word)
+}
+_NEGATED_BEFORE = re.compile(r"(?:\bnot|n['’]t|\bnever)\s+(?:\w+\s+)?$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -140,7 +149,7 @@ class _Claim:
     terms: frozenset[str]
     numbers: frozenset[float]
     names: tuple[str, ...]
-    negated: bool
+    negated: frozenset[str]  # its terms that a negation bears on
     absolutes: frozenset[str]
 
 
@@ -403,8 +412,8 @@ def parse_claim(claim: str) -> _Claim:
         frozenset(terms(text)),
         figures(text),
         names(text),
-        bool(_NEGATION.search(text)),
-        frozenset(m.lower() for m in _ABSOLUTE.findall(text)),
+        negated_terms(text),
+        _absolutes(text),
     )
 
 
@@ -517,7 +526,7 @@ def _passage_penalty(claim: _Claim, passage: _Passage) -> float:
         factor *= MISSING_NUMBER
     if any(not _mentions(passage.lowered, name) for name in claim.names):
         factor *= MISSING_NAME
-    if any(not re.search(rf"\b{_stem(a)}", passage.lowered) for a in claim.absolutes):
+    if any(not re.search(rf"\b(?:{a})", passage.lowered) for a in claim.absolutes):
         factor *= ABSOLUTE
     return factor
 
@@ -525,25 +534,35 @@ def _passage_penalty(claim: _Claim, passage: _Passage) -> float:
 def _quote_penalty(claim: _Claim, quote: str) -> float:
     """Factors for a negation or an opposite that the quote does not share with the claim."""
     factor = 1.0
-    if claim.negated != _negated(quote, claim.terms):
+    have = frozenset(terms(quote))
+    if bool(claim.negated & have) != bool(negated_terms(quote) & claim.terms):
         factor *= NEGATION_FLIP
     if _opposed(claim.text.lower(), quote.lower()):
         factor *= OPPOSITE
     return factor
 
 
-def _negated(quote: str, wanted: frozenset[str]) -> bool:
-    """Whether `quote` negates something the claim is about: a negation whose next few content
-    words include one of the claim's ("It doesn't ask for clarification", "incapable of deep…")."""
-    for m in _NEGATION.finditer(quote):
-        if wanted & set(terms(quote[m.end() : m.end() + 80])[:NEGATION_SCOPE]):
-            return True
-    return False
+def negated_terms(text: str) -> frozenset[str]:
+    """The terms a negation in `text` bears on: the next few content words after each one
+    ("It doesn't ask for clarification", "incapable of deep…"). A question asserts nothing, so
+    its negations do not count ("What if the next token isn't the easiest one?")."""
+    out: set[str] = set()
+    for sentence in split_sentences(text):
+        if sentence.rstrip('"”’)').endswith("?"):
+            continue
+        for m in _NEGATION.finditer(sentence):
+            out.update(terms(sentence[m.end() : m.end() + 80])[:NEGATION_SCOPE])
+    return frozenset(out)
 
 
-def _stem(word: str) -> str:
-    """`word` without an -s, -d, -n or -ly ending: "proves" and "proven" find "prove"."""
-    return re.sub(r"(?:ly|s|d|n)$", "", word) if len(word) > 4 else word
+def _absolutes(text: str) -> frozenset[str]:
+    """The absolute qualifiers of `text` ("fully", "always"), each as its group of synonyms;
+    a negated one ("not fully", "isn't always") claims less, not more, and does not count."""
+    found = set()
+    for m in _ABSOLUTE.finditer(text):
+        if not _NEGATED_BEFORE.search(text[: m.start()]):
+            found.add(_SYNONYMS.get(m.group(0).lower(), m.group(0).lower()))
+    return frozenset(found)
 
 
 def _has_figure(value: float, given: frozenset[float]) -> bool:
