@@ -93,6 +93,7 @@ class KeywordIndex:
         self.doc_ids = doc_ids if doc_ids is not None else list(ids)
         self.facets = facets or {}
         self._docs = None  # doc_ids as an array, made on the first narrowed search
+        self._position: dict[str, int] | None = None  # passage id -> row, made when first needed
 
     @classmethod
     def build(
@@ -171,11 +172,13 @@ class KeywordIndex:
         n: int,
         docs: Collection[str] | None = None,
         weights: Mapping[str, float] | None = None,
+        also: Collection[str] = (),
     ) -> list[tuple[str, float]]:
         """Up to `n` (passage id, score) pairs with a positive score, best first.
 
         A score is the FIELD_WEIGHTS-weighted sum of the fields' BM25 scores (`weights` overrides
-        them); with `docs`, only passages of those documents are scored.
+        them); with `docs`, only passages of those documents are scored. The passages of `also`
+        that are not among the `n` follow them with their scores, 0 included.
         """
         import numpy as np
 
@@ -194,8 +197,17 @@ class KeywordIndex:
             scores[~np.isin(self._docs, list(docs))] = 0.0
         n = min(n, len(self.ids))
         top = np.argpartition(-scores, n - 1)[:n]
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return [(self.ids[i], float(scores[i])) for i in top if scores[i] > 0]
+        top = [int(i) for i in top[np.argsort(-scores[top], kind="stable")] if scores[i] > 0]
+        if also:
+            if self._position is None:
+                self._position = {pid: i for i, pid in enumerate(self.ids)}
+            chosen = set(top)
+            for pid in also:
+                i = self._position.get(pid)
+                if i is not None and i not in chosen:
+                    top.append(i)
+                    chosen.add(i)
+        return [(self.ids[i], float(scores[i])) for i in top]
 
 
 def _tag(field: str) -> str:

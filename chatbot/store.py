@@ -350,6 +350,18 @@ class Store:
         return [(i, 1.0 - d) for i, d in zip(got["ids"][0], got["distances"][0])]
 
     @_translated
+    def similarities(self, vector: Sequence[float], ids: Sequence[str]) -> list[tuple[str, float]]:
+        """The cosine similarity of `vector` to each stored passage of `ids` (those it holds)."""
+        if not ids:
+            return []
+        got = self.collection.get(ids=list(ids), include=["embeddings"])
+        stored = np.asarray(got["embeddings"], dtype=np.float32).reshape(len(got["ids"]), -1)
+        query = np.asarray(vector, dtype=np.float32)
+        norms = np.linalg.norm(stored, axis=1) * (np.linalg.norm(query) or 1.0)
+        sims = stored @ query / np.where(norms > 0, norms, 1.0)
+        return [(i, float(s)) for i, s in zip(got["ids"], sims, strict=True)]
+
+    @_translated
     def reset(self) -> None:
         """Drop every passage of the collection (for a rebuild)."""
         self.vs.reset_collection()
