@@ -36,6 +36,7 @@ CSS = """
   border-radius: 6px; background: #1f2937; color: #f9fafb; font-size: 0.85em; line-height: 1.4;
   box-shadow: 0 2px 8px rgba(0, 0, 0, 0.3); pointer-events: none; }
 #quote-tip[hidden] { display: none; }
+#chat .unsupported { cursor: help; color: #b45309; }
 #question-count { font-size: 0.85em; text-align: right; margin-top: -8px; }
 #corpus-list td, #corpus-list th { padding: 4px 8px; text-align: left; vertical-align: top; }
 .hint { color: var(--body-text-color-subdued); }
@@ -131,7 +132,8 @@ JS = r"""
         if (!used.includes(n)) used.push(n);
         return `[${n}]`;
       })
-      .replace(/<span class='no-feedback'><\/span>/g, '');
+      .replace(/<span class='no-feedback'><\/span>/g, '')
+      .replace(/<span class='unsupported'[^>]*title='([^']*)'>⚠<\/span>/g, '⚠ ($1)');
     if (answer === null) return plain;
     const notes = used.map((n) => {
       const head = document.querySelector(`#src-${answer}-${n} .source-head`);

@@ -30,6 +30,14 @@ SHORT_PASSAGE = 400
 EXCERPT_CONTEXT = 120
 # A download's name keeps this much of its first question.
 DOWNLOAD_NAME_CHARS = 60
+# Why a sentence of an answer is flagged ⚠, by `Unsupported.reason`.
+UNSUPPORTED_WHY = {
+    "not_found": "Not found in the cited source",
+    "uncited": "Cites no source",
+}
+# Stands for the ⚠ flag while the text is made inert, which escapes all HTML: private-use
+# characters no answer contains, around the index of the flagged sentence.
+_FLAG = re.compile("\ue000(\\d+)\ue001")
 
 
 def friendly(e: ChatbotError) -> str:
@@ -241,15 +249,48 @@ def chat_messages(turns: list[dict[str, Any]], partial: str | None = None) -> li
         elif turn.get("error"):
             content = f"⚠️ **Could not answer.** {turn['error']}"
         else:
-            content = linkify(turn["answer"], answer, _quotes(turn))
+            text = _with_flags(turn["answer"], turn.get("unsupported") or [])
+            content = linkify(text, answer, _quotes(turn))
         messages.append({"role": "assistant", "content": content})
     if partial is not None:
         messages[-1]["content"] = linkify(partial, len(turns)) or "…"
     messages = [{**m, "content": inert(m["content"])} for m in messages]
     for i, turn in enumerate(turns):
+        if turn.get("unsupported"):
+            message = messages[2 * i + 1]
+            message["content"] = _put_flags(message["content"], turn["unsupported"], _flag_html)
         if turn.get("error") or turn.get("stopped"):
             messages[2 * i + 1]["content"] += NO_FEEDBACK
     return messages
+
+
+def _with_flags(text: str, unsupported: list[dict[str, Any]]) -> str:
+    """`text` with a placeholder for the ⚠ flag after each unsupported sentence."""
+    out, at = [], 0
+    ends = sorted((u["end"], i) for i, u in enumerate(unsupported))
+    for end, i in ends:
+        end = min(max(end, at), len(text))
+        out += [text[at:end], f"\ue000{i}\ue001"]
+        at = end
+    return "".join([*out, text[at:]])
+
+
+def _put_flags(text: str, unsupported: list[dict[str, Any]], render) -> str:
+    """`text` with each flag placeholder replaced by `render(its Unsupported dict)`."""
+    return _FLAG.sub(lambda m: render(unsupported[int(m[1])]), text)
+
+
+def _why(u: dict[str, Any]) -> str:
+    return UNSUPPORTED_WHY.get(u.get("reason", ""), "Not supported by its sources")
+
+
+def _flag_html(u: dict[str, Any]) -> str:
+    """The ⚠ after an unsupported sentence; its title says why, on hover and to screen readers.
+
+    The chat's sanitizer drops aria-label; an image's title is its accessible name.
+    """
+    why = html.escape(_why(u), quote=True)
+    return f" <span class='unsupported' role='img' title='{why}'>⚠</span>"
 
 
 def history_of(turns: list[dict[str, Any]]) -> list[dict[str, str]]:
@@ -276,7 +317,10 @@ def conversation_markdown(turns: list[dict[str, Any]], model: str) -> str:
         if turn.get("error"):
             lines += [f"_Could not answer: {turn['error']}_", ""]
             continue
-        lines += [turn["answer"], ""]
+        unsupported = turn.get("unsupported") or []
+        answer = _with_flags(turn["answer"], unsupported)
+        answer = _put_flags(answer, unsupported, lambda u: f" ⚠ _({_why(u).lower()})_")
+        lines += [answer, ""]
         if turn["citations"]:
             lines += ["Sources:", ""]
             for c in turn["citations"]:

@@ -626,6 +626,8 @@ API_ANSWER = "Agent benchmarks often miss what real deployments need [1]."
 class _OpenAIHandler(BaseHTTPRequestHandler):
     """Speaks just enough of the OpenAI chat protocol: a streamed answer, slowly."""
 
+    answer = API_ANSWER
+
     def log_message(self, *args) -> None:
         pass
 
@@ -635,8 +637,8 @@ class _OpenAIHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
         base = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"]}
-        for i in range(0, len(API_ANSWER), 6):
-            delta = {"role": "assistant", "content": API_ANSWER[i : i + 6]}
+        for i in range(0, len(self.answer), 6):
+            delta = {"role": "assistant", "content": self.answer[i : i + 6]}
             chunk = {**base, "choices": [{"index": 0, "delta": delta}]}
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
             self.wfile.flush()
@@ -685,6 +687,57 @@ def test_an_api_model_is_named_on_the_page_and_its_answer_streams_in(page, api_s
     assert bot_texts(page) == [API_ANSWER], "the model's answer should be shown as it wrote it"
     assert page.locator("#sources #src-1-1").count() == 1, "its citation [1] needs a source"
     assert API_KEY not in page.content(), "the API key must never reach the page"
+
+
+UNCITED_ANSWER = "Agent benchmarks often miss what real deployments need."
+
+
+class _UncitedHandler(_OpenAIHandler):
+    """A model answering without citing any passage."""
+
+    answer = UNCITED_ANSWER
+
+
+@needs_chromium
+def test_an_answer_citing_nothing_is_flagged_as_citing_no_source(page, web_data):
+    with serve_with_model(web_data, _UncitedHandler) as (url, httpd):
+        try:
+            open_app(page, url)
+            ask(page, QUESTION)
+            answer = page.locator("#chat [data-testid='bot']").first
+            flag = answer.locator(".unsupported")
+            assert flag.count() == 1, f"one ⚠ should mark the uncited answer: {answer.inner_html()}"
+            assert flag.inner_text() == "⚠"
+            assert answer.get_by_role("img", name="Cites no source").count() == 1, (
+                "a screen reader should hear why the sentence is flagged"
+            )
+            assert flag.get_attribute("title") == "Cites no source", "hovering should say why"
+            text = answer.inner_text()
+            assert text.index("⚠") > text.index("deployments need"), "⚠ follows the sentence"
+        finally:
+            httpd.shutdown()
+            httpd.server_close()
+
+
+def test_unsupported_sentences_get_a_flag_after_them_and_the_text_stays_inert():
+    text = "Benchmarks are wrong [1]. <img src=x> They cost $5."
+    second = text.index("<img")
+    turn = {
+        "question": "q",
+        "answer": text,
+        "citations": [],
+        "unsupported": [
+            {"start": 0, "end": second - 1, "reason": "not_found"},
+            {"start": second, "end": len(text), "reason": "uncited"},
+        ],
+    }
+    shown = webview.chat_messages([turn])[1]["content"]
+    first_flag = shown.index("title='Not found in the cited source'")
+    assert shown.index("[[1]](#src-1-1)") < first_flag < shown.index("&lt;img"), shown
+    assert shown.rstrip().endswith("title='Cites no source'>⚠</span>"), shown
+    assert "<img" not in shown, "the answer's own HTML must stay text"
+    saved = webview.conversation_markdown([turn], "m")
+    assert "wrong [1]. ⚠ _(not found in the cited source)_" in saved, saved
 
 
 FIRST_TOKEN_DELAY = 2.0
