@@ -551,7 +551,10 @@ def negated_terms(text: str) -> frozenset[str]:
         if sentence.rstrip('"”’)').endswith("?"):
             continue
         for m in _NEGATION.finditer(sentence):
-            out.update(terms(sentence[m.end() : m.end() + 80])[:NEGATION_SCOPE])
+            after = terms(sentence[m.end() : m.end() + 80])[:NEGATION_SCOPE]
+            # "… speak is impossible.": a negation ending its sentence bears on what came before.
+            before = terms(sentence[max(0, m.start() - 80) : m.start()])[-NEGATION_SCOPE:]
+            out.update(after or before)
     return frozenset(out)
 
 
