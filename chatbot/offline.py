@@ -206,6 +206,8 @@ def answer_from_prompt(prompt: str, said: Sequence[str] = ()) -> str:
         if not ranked:
             return NO_ANSWER
     chosen = _say_new(_choose(ranked, sentences, scorer, said), said, question)
+    if not chosen:
+        return NO_ANSWER
     return " ".join(cite(s.text, s.n) for s in chosen)
 
 
@@ -215,14 +217,21 @@ def _choose(ranked, sentences, scorer: _Scorer, said: Sequence[str]) -> list[_Se
     In a follow-up the best sentence may be one an earlier answer quoted (it is the answer), but
     nothing else already said is repeated beside it.
     """
+    # A question the passage leaves unanswered is never quoted.
+    ranked = [s for s in ranked if _with_answer(s, sentences) is not None]
+    if not ranked:
+        return []
     best = ranked[0]
     top = scorer.score(best)
     ranked = [best, *(s for s in ranked[1:] if not _already_said(s, said))]
     same = [s for s in ranked[1:] if s.n == best.n and scorer.own(s) > MIN_COMPANION_OVERLAP]
     main = sorted([best, *_distinct(same, [best])[:1]], key=lambda s: s.index)
     main[0] = _with_antecedent(main[0], sentences)
-    chosen = [_with_answer(s, sentences) for s in main]
-    chosen = [s for s in chosen if s is not None] or [main[0]]
+    chosen: list[_Sentence] = []
+    for s in main:
+        answered = _with_answer(s, sentences)
+        if answered is not None and _distinct([answered], chosen):
+            chosen.append(answered)
     for s in ranked[1:]:
         if len(chosen) >= MAX_SENTENCES:
             break

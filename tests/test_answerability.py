@@ -1,0 +1,145 @@
+"""The offline model knows when not to answer, and its answers read well (real index, MiniLM)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from chatbot import Chatbot, Settings
+from chatbot.prompts import NO_ANSWER
+
+# A summary written for these tests: figures in several forms, a heading run into the first
+# sentence, a rhetorical question with its answer after it, and a sentence that restates another.
+QUIRKS = """---
+id: quirks
+title: "Sparse attention at scale"
+---
+Background Sparse attention lets a transformer attend to a few positions instead of all of them.
+We pretrain the model on 2 trillion tokens of web text. Compared with dense attention, the method
+improves accuracy by 20% on long documents. It also runs twice as fast at inference. But what
+happens when the context grows to a million tokens? The memory of sparse attention then stays
+linear in the context length. Sparse attention keeps memory linear in the context length.
+"""
+
+
+@pytest.fixture(scope="module")
+def quirks(tmp_path_factory) -> Chatbot:
+    corpus = tmp_path_factory.mktemp("quirks-corpus")
+    (corpus / "quirks.md").write_text(QUIRKS, "utf-8")
+    data = tmp_path_factory.mktemp("quirks-data")
+    bot = Chatbot(Settings.load(env_file=None, data_dir=data, corpus_dir=corpus))
+    bot.ingest()
+    return bot
+
+
+def sentences(text: str) -> list[str]:
+    return [s for s in re.split(r"(?<=[.?!])\s+", re.sub(r"\s*\[\d+\]", "", text)) if s]
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "How does dropout help prevent overfitting?",
+        "How does the Adam optimizer adapt its step size for each weight?",
+        "How does LoRA cut the number of trainable parameters when fine-tuning?",
+        "Why do people clip gradients during training?",
+    ],
+)
+def test_a_general_ml_question_no_summary_discusses_is_not_answered(bot, question):
+    # Each shares a generic word with some summary ("overfit", "parameters", "training").
+    answer = bot.ask(question)
+    assert answer.abstained and answer.text == NO_ANSWER and not answer.citations, (
+        f"{question!r} should abstain, got {answer.text!r}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("question", "doc_id"),
+    [
+        (
+            "Why might an assistant that reads photos invent details about a bird it recognised?",
+            "multimodal-llm-knowledge",
+        ),
+        (
+            "What did averaging many trees used to buy you in classic machine learning?",
+            "ensemble-illusion",
+        ),
+        (
+            "Why would a phone company pay extra to hold licences for two neighbouring cities?",
+            "combinatorial-auctions",
+        ),
+    ],
+)
+def test_a_paraphrase_sharing_no_rare_word_is_answered_from_its_summary(bot, question, doc_id):
+    answer = bot.ask(question)
+    assert not answer.abstained, f"{question!r} abstained"
+    assert doc_id in [c.doc_id for c in answer.citations], (
+        f"{question!r} should cite {doc_id}: {answer.text!r}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("question", "figure"),
+    [
+        ("How many tokens is the model pretrained on?", "2 trillion tokens"),
+        ("By how much does the method improve accuracy?", "by 20%"),
+        ("What percentage improvement in accuracy does the method bring?", "20%"),
+        ("What speed-up does sparse attention give at inference?", "twice as fast"),
+    ],
+)
+def test_a_figure_written_another_way_answers_a_figure_question(quirks, question, figure):
+    answer = quirks.ask(question)
+    assert figure in answer.text, f"{question!r} should be answered with {figure!r}: {answer.text}"
+
+
+def test_a_figure_the_passage_lacks_is_not_answered(quirks):
+    answer = quirks.ask("How many GPUs was the model pretrained on?")
+    assert answer.text == NO_ANSWER, answer.text
+
+
+def test_a_heading_is_not_run_into_the_sentence(quirks):
+    answer = quirks.ask("What does sparse attention let a transformer do?")
+    assert "attend to a few positions" in answer.text, answer.text
+    assert "Background" not in answer.text, answer.text
+
+
+def test_no_sentence_is_quoted_twice_in_other_words(quirks):
+    answer = quirks.ask("How does the memory of sparse attention grow with the context length?")
+    linear = [s for s in sentences(answer.text) if "linear in the context length" in s]
+    assert len(linear) == 1, f"the same fact is quoted {len(linear)} times: {answer.text}"
+
+
+def test_a_rhetorical_question_comes_only_with_the_sentence_answering_it(quirks):
+    for question in (
+        "How many tokens is the model pretrained on?",
+        "What happens to memory when the context reaches a million tokens?",
+    ):
+        parts = sentences(quirks.ask(question).text)
+        for i, part in enumerate(parts):
+            if part.endswith("?"):
+                assert i + 1 < len(parts) and not parts[i + 1].endswith("?"), (
+                    f"a question in the answer is left unanswered: {parts}"
+                )
+        assert not (parts and parts[-1].endswith("?")), parts
+    answer = quirks.ask("What happens to memory when the context reaches a million tokens?")
+    assert "linear in the context length" in answer.text, answer.text
+
+
+def test_an_answer_does_not_just_restate_the_question(quirks):
+    question = "What happens when the context grows to a million tokens?"
+    answer = quirks.ask(question)
+    assert sentences(answer.text)[0] != question, answer.text
+    assert "linear" in answer.text, answer.text
+
+
+def test_a_follow_up_says_what_is_new_instead_of_repeating_the_answer(bot):
+    first = bot.ask("What is generative social choice?")
+    history = [
+        {"role": "user", "content": "What is generative social choice?"},
+        {"role": "assistant", "content": first.text},
+    ]
+    follow = bot.ask("Which systems does it mention?", history)
+    assert "Polis" in follow.text, follow.text
+    repeated = [s for s in sentences(follow.text) if s in sentences(first.text)]
+    assert not repeated, f"the follow-up repeats the first answer: {repeated}"
