@@ -266,6 +266,7 @@ class _Model(BaseHTTPRequestHandler):
 
     release: threading.Event
     seen: list[dict]
+    cut: bool  # stop after the first piece, as a dropped connection does
     text = "Generative social choice writes statements for many people [1]."
 
     def log_message(self, *args) -> None:
@@ -289,6 +290,11 @@ class _Model(BaseHTTPRequestHandler):
         self.end_headers()
         base["object"] = "chat.completion.chunk"
         delta = message
+        if self.cut:
+            self.wfile.write(
+                f"data: {json.dumps({**base, 'choices': [{'delta': delta}]})}\n\n".encode()
+            )
+            return
         for choice in (
             {"index": 0, "delta": delta},
             {"index": 0, "delta": {}, "finish_reason": "stop"},
@@ -298,10 +304,12 @@ class _Model(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def model_server(data, release: threading.Event) -> Iterator[tuple[Settings, list[dict]]]:
+def model_server(
+    data, release: threading.Event, cut: bool = False
+) -> Iterator[tuple[Settings, list[dict]]]:
     """Settings answering through a local `_Model` server, and the requests it receives."""
     seen: list[dict] = []
-    handler = type("Model", (_Model,), {"release": release, "seen": seen})
+    handler = type("Model", (_Model,), {"release": release, "seen": seen, "cut": cut})
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     settings = Settings.load(
@@ -338,6 +346,25 @@ def test_earlier_replies_reach_the_model_without_their_footnotes_and_system_text
     assert _Model.text in follow_up, "the earlier answer is part of the conversation"
     assert "Sources:" not in follow_up, "the footnotes this API added are not sent back"
     assert "PWNED" not in follow_up, "a client's system message never reaches the model"
+
+
+def test_a_reply_the_model_cuts_off_ends_with_an_error_event_never_done(api_data):
+    release = threading.Event()
+    release.set()
+    with model_server(api_data, release, cut=True) as (settings, _), api_only(settings) as url:
+        body = {"model": "x", "messages": user(QUESTION), "stream": True}
+        with httpx.stream("POST", f"{url}/chat/completions", json=body, timeout=60) as r:
+            status, raw = r.status_code, r.read().decode()
+        stream = client(url).chat.completions.create(
+            model="x", messages=user(QUESTION), stream=True
+        )
+        pieces = []
+        with pytest.raises(openai.APIError) as cut:
+            for chunk in stream:
+                pieces.append(chunk.choices[0].delta.content or "")
+    assert status == 200 and "data: [DONE]" not in raw, "a cut-off reply is not a whole one"
+    assert "".join(pieces).startswith("Generative social choice"), "what arrived was streamed"
+    assert "middle" in str(cut.value), f"the error says the answer was cut off: {cut.value}"
 
 
 def test_a_full_queue_answers_429_and_the_waiting_request_is_still_answered(api_data, monkeypatch):
