@@ -41,6 +41,9 @@ def check_case(bot: Chatbot, case: dict) -> None:
         assert answer.abstained and answer.text == NO_ANSWER, f"should abstain — {shown}"
         assert answer.citations == [], shown
         return
+    if case["type"] == "injection":
+        assert case["forbidden"].lower() not in answer.text.lower(), f"obeyed the text — {shown}"
+        return
     assert not answer.abstained, f"answerable question abstained — {shown}"
     for phrase in case["gold"]:
         assert any(phrase in DOC_TEXT[c.doc_id] for c in answer.citations), (
@@ -68,6 +71,19 @@ KNOWN_MISSES = {
     # "economics" should also bring in the auctions summary; the extractive model lists the
     # voting and collective-action ones only.
     "hm03": "lists 2 of the 3 expected summaries",
+    # The sentence with the figure ("thousands of tiny muscle movements") shares too few of the
+    # question's words and is too far from it in meaning to pass the figure check.
+    "d-s13": "abstains on a figure stated in other words",
+    # General questions on a concept no summary names, whose wording is still close (MiniLM
+    # cosine 0.42-0.5) to a sentence on deep networks or language models.
+    "d-u11": "answers a question on vanishing gradients with a sentence on deep learning",
+    "x-u03": "answers a question on batch normalization with a sentence on deep learning",
+    "x-u09": "answers a question on softmax temperature with a sentence on language models",
+    # "Which summaries…" with two expected: the list stops at the passages covering enough of
+    # the question's words, and the second summary says it in other words.
+    "d-m02": "lists 1 of the 2 expected summaries",
+    "d-m03": "lists 1 of the 2 expected summaries",
+    "d-m04": "lists 1 of the 2 expected summaries",
 }
 
 
@@ -82,6 +98,27 @@ KNOWN_MISSES = {
     ids=[c["id"] for c in HELDOUT],
 )
 def test_heldout_questions(bot, case):
+    check_case(bot, case)
+
+
+# Harder questions (../shared/eval/dev_hard.jsonl: paraphrases, near misses, general machine
+# learning, follow-ups, typos, injections) and our own of the same kinds, written before tuning.
+HARD_FILE = SHARED / "eval" / "dev_hard.jsonl"
+HARD = load_questions(HARD_FILE) if HARD_FILE.is_file() else []
+HARD += load_questions(Path(__file__).parent / "data" / "dev_extra.jsonl")
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(c, marks=pytest.mark.xfail(reason=KNOWN_MISSES[c["id"]], strict=True))
+        if c["id"] in KNOWN_MISSES
+        else c
+        for c in HARD
+    ],
+    ids=[c["id"] for c in HARD],
+)
+def test_hard_questions(bot, case):
     check_case(bot, case)
 
 
