@@ -210,6 +210,16 @@ class KeywordIndex:
         return [(self.ids[i], float(scores[i])) for i in top]
 
 
+    def passages_with(self, word: str) -> int:
+        """How many passages hold `word` in their text (title included)."""
+        found = terms(word)
+        token = self._retriever.vocab_dict.get(found[0]) if len(found) == 1 and self.ids else None
+        if token is None:
+            return 0
+        indptr = self._retriever.scores["indptr"]
+        return int(indptr[token + 1] - indptr[token])
+
+
 def _tag(field: str) -> str:
     """What a field's terms start with in the index; the text's terms are untagged."""
     return "" if field == "text" else f"{field}:"

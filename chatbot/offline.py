@@ -24,7 +24,9 @@ from .answerable import answer_checks, similarity
 from .keyword import asks_for_list, terms
 from .prompts import NO_ANSWER
 
-_PASSAGE = re.compile(r'<passage n="(\d+)" title="([^"]*)">\n(.*?)\n</passage>', re.DOTALL)
+_PASSAGE = re.compile(
+    r'<passage n="(\d+)" title="([^"]*)"(?: authors="([^"]*)")?[^>]*>\n(.*?)\n</passage>', re.DOTALL
+)
 _QUESTION = re.compile(r"<question>\s*(.*?)\s*</question>", re.DOTALL)
 _CONVERSATION = re.compile(r"<conversation>\s*(.*?)\s*</conversation>", re.DOTALL)
 # A sentence ends at . ! ? or … (a closing quote or bracket stays with it) before a capital.
@@ -123,14 +125,23 @@ def _sentences(rank: int, n: int, title: str, body: str) -> list[_Sentence]:
     return [_Sentence(n, rank, i, p, frozenset(terms(p))) for i, p in enumerate(parts) if p]
 
 
+def _names_an_author(question: str, authors: str) -> bool:
+    """True when `question` names one of `authors` ("Ines Duarte, Priya Raman") by surname."""
+    surnames = {a.split()[-1] for a in authors.split(", ") if a.strip()}
+    return any(re.search(rf"\b{re.escape(s)}\b", question) for s in surnames)
+
+
 def _read_prompt(prompt: str) -> tuple[str, list[_Sentence], dict[int, frozenset[str]]]:
     """The question, the passages' sentences, and each passage's terms, from an answer prompt."""
     question_match = _QUESTION.search(prompt)
     question = html.unescape(question_match.group(1)) if question_match else ""
     sentences: list[_Sentence] = []
     passages: dict[int, frozenset[str]] = {}
-    for rank, (n, title, body) in enumerate(_PASSAGE.findall(prompt)):
+    for rank, (n, title, authors, body) in enumerate(_PASSAGE.findall(prompt)):
         title, body = html.unescape(title), html.unescape(body)
+        if _names_an_author(question, html.unescape(authors)):
+            # "What did Ding and colleagues propose?" is about this passage's paper as a whole.
+            question = f"{question} {title}"
         sentences += _sentences(rank, int(n), title, body)
         passages[int(n)] = frozenset(terms(f"{title} {body}"))
     return question, sentences, passages

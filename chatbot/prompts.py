@@ -82,7 +82,13 @@ def format_passages(passages: Sequence[Passage]) -> str:
     blocks = []
     for n, p in enumerate(passages, 1):
         title = html.escape(p.title, quote=True)
-        blocks.append(f'<passage n="{n}" title="{title}">\n{escape(p.text)}\n</passage>')
+        # Who wrote it, where and when: a question may name them ("What did Ding propose?").
+        about = "".join(
+            f' {key}="{html.escape(str(p.metadata[key]), quote=True)}"'
+            for key in ("authors", "venue", "year")
+            if p.metadata.get(key) not in (None, "")
+        )
+        blocks.append(f'<passage n="{n}" title="{title}"{about}>\n{escape(p.text)}\n</passage>')
     return "\n".join(blocks)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,11 +21,13 @@ VENUE_KEY = "venue"
 
 _NAME_WORD = r"[^\W\d_][\w'’.\-]*"
 _NAME = rf"{_NAME_WORD}(?:\s+{_NAME_WORD}){{0,3}}"
-# Phrases that name a paper's authors: the name is the group "name", and the flag says whether
-# it ends the group ("Ding et al.") rather than starting it ("by Ding in 2021").
+# Phrases that name a paper's authors: the name is the group "name"; the first flag says whether
+# it ends the group ("Ding et al.") rather than starting it ("by Ding in 2021"), the second that
+# the phrase is weak evidence: "by Fisher information" is no author, so after "by" and "from" a
+# surname that is also a common word of the collection's text is not read as one.
 _AUTHOR_PHRASES = [
-    (re.compile(rf"\b(?:by|from)\s+(?P<name>{_NAME})", re.IGNORECASE), False),
-    (re.compile(rf"(?P<name>{_NAME})\s+et\.?\s+al\b", re.IGNORECASE), True),
+    (re.compile(rf"\b(?:by|from)\s+(?P<name>{_NAME})", re.IGNORECASE), False, True),
+    (re.compile(rf"(?P<name>{_NAME})\s+et\.?\s+al\b", re.IGNORECASE), True, False),
     (
         re.compile(
             rf"(?P<name>{_NAME})\s+(?:and|&|with)\s+(?:(?:his|her|their)\s+)?"
@@ -33,10 +35,12 @@ _AUTHOR_PHRASES = [
             re.IGNORECASE,
         ),
         True,
+        False,
     ),
     (
         re.compile(rf"(?P<name>{_NAME})[’']s?\s+(?:paper|papers|work|works|group|team|lab)\b"),
         True,
+        False,
     ),
 ]
 _WORD_RUN = re.compile(rf"{_NAME_WORD}(?:\s+{_NAME_WORD})*")
@@ -139,11 +143,21 @@ class Facets:
     def __bool__(self) -> bool:
         return bool(self.authors or self.years or self.venues)
 
-    def narrowing(self, question: str) -> Narrowing | None:
-        """The filter `question` implies in this collection, or None when it names nothing here."""
+    def narrowing(
+        self, question: str, common: Callable[[str], bool] = lambda word: False
+    ) -> Narrowing | None:
+        """The filter `question` implies in this collection, or None when it names nothing here.
+
+        `common` tells a common word of the collection's text ("Data", "Fisher"), which is read
+        as a surname only with strong evidence ("Fisher et al.", "Fisher and colleagues").
+        """
         if not self:
             return None
-        found = [self._authors_in(question), self._venue_in(question), self._years_in(question)]
+        found = [
+            self._authors_in(question, common),
+            self._venue_in(question),
+            self._years_in(question),
+        ]
         parts = [f for f in found if f is not None]
         if not parts:
             return None
@@ -155,7 +169,8 @@ class Facets:
                 where.append(cond)
                 allowed &= ids
                 said.append(text)
-        named = tuple(name for group in self._names(question) for name in group) + tuple(said)
+        names = self._names(question, common)
+        named = tuple(name for group in names for name in group) + tuple(said)
         return Narrowing(
             where[0] if len(where) == 1 else {"$and": where},
             frozenset(allowed),
@@ -163,8 +178,8 @@ class Facets:
             named,
         )
 
-    def _authors_in(self, question: str):
-        names = self._names(question)
+    def _authors_in(self, question: str, common: Callable[[str], bool]):
+        names = self._names(question, common)
         if not names:
             return None
         groups = [frozenset().union(*(self.authors[n] for n in group)) for group in names]
@@ -174,7 +189,7 @@ class Facets:
         shown = ", ".join(" or ".join(group) for group in names)
         return {"doc_id": {"$in": sorted(allowed)}}, allowed, f"authors: {shown}"
 
-    def _names(self, question: str) -> list[list[str]]:
+    def _names(self, question: str, common: Callable[[str], bool]) -> list[list[str]]:
         """Each author the question names, as the known full names it may mean."""
         groups: dict[tuple[str, ...], None] = {}
         # A full name anywhere ("What did Hu Ding propose?"), of two to four words.
@@ -186,16 +201,20 @@ class Facets:
                     if name:
                         groups[(name,)] = None
         # A surname after "by", before "et al.", "and colleagues", "'s paper".
-        for pattern, from_end in _AUTHOR_PHRASES:
+        for pattern, from_end, weak in _AUTHOR_PHRASES:
             for match in pattern.finditer(question):
                 # "by Ding and Wang": each name in turn.
                 for part in _AND.split(match.group("name")):
-                    groups.update(dict.fromkeys(self._match_name(part, from_end)))
+                    groups.update(
+                        dict.fromkeys(self._match_name(part, from_end, common if weak else None))
+                    )
         # A name given in full also matches by its surname: keep the full name only.
         full = {g[0] for g in groups if len(g) == 1}
         return [list(g) for g in groups if len(g) == 1 or not full & set(g)]
 
-    def _match_name(self, text: str, from_end: bool) -> list[tuple[str, ...]]:
+    def _match_name(
+        self, text: str, from_end: bool, common: Callable[[str], bool] | None
+    ) -> list[tuple[str, ...]]:
         """The known names `text` starts with (after "by") or ends with (before "et al.")."""
         words = text.split()
         for size in range(min(len(words), 4), 0, -1):
@@ -204,7 +223,8 @@ class Facets:
                 name = self._full.get(_fold(" ".join(part)))
                 if name:
                     return [(name,)]
-            elif part[0][:1].isupper():  # a surname is written with a capital
+            elif part[0][:1].isupper() and not (common and common(part[0])):
+                # A surname is written with a capital.
                 names = self._surnames.get(_fold(part[0]))
                 if names:
                     return [tuple(sorted(names))]
@@ -252,8 +272,3 @@ def _compare(a: int, op: str, b: int) -> bool:
         "<": a < b,
         "<=": a <= b,
     }[op]
-
-
-def _is_name_word(word: str) -> bool:
-    """A word that may be a surname: not a common lowercase word written in lowercase."""
-    return word[:1].isupper()

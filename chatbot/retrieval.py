@@ -17,6 +17,10 @@ from .types import Passage
 # benchmark: docs/benchmarks.md shows the sweep (0.6 would be a little better on titles).
 KEYWORD_WEIGHT = 0.5
 COVERAGE_WEIGHT = 0.25
+# A word that the text of this many passages holds ("Data", "Fisher") is read as a surname only
+# when the question says so plainly ("Fisher et al."), not after "by" ("by Fisher information").
+COMMON_WORD_PASSAGES = 20
+COMMON_WORD_SHARE = 0.002
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +128,9 @@ class Retriever:
         index = self.keyword_index()
         if self._facets[0] != index.revision:
             self._facets = (index.revision, Facets.from_json(index.facets))
-        return self._facets[1].narrowing(query)
+        # A word in the text of 1 passage in 500 (and at least 20) is a word, not just a name.
+        limit = max(COMMON_WORD_PASSAGES, COMMON_WORD_SHARE * len(index.ids))
+        return self._facets[1].narrowing(query, lambda w: index.passages_with(w) >= limit)
 
     def _search(
         self, query: str, vector, k: int, where: dict | None, narrowing: Narrowing | None
