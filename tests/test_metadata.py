@@ -265,3 +265,26 @@ def test_a_keyword_index_saved_in_the_older_format_is_rebuilt_from_the_store(dat
     assert passages[0].doc_id == "combinatorial-auctions", [p.doc_id for p in passages]
     assert json.loads((folder / "ids.json").read_text())["format"] == FORMAT, "saved anew"
     assert not [r for r in caplog.records if r.levelname == "WARNING"], "a silent rebuild"
+
+
+def test_a_surname_that_is_a_common_word_needs_et_al_or_colleagues():
+    from chatbot.query import Facets, facets
+
+    held = Facets.from_json(facets([("d1", {"authors": "Deepesh Data, Ann Fisher"})]))
+    common = {"Data", "Fisher"}.__contains__
+
+    assert held.narrowing("Learning metrics from Data", common) is None
+    assert held.narrowing("Estimation by Fisher information", common) is None
+    found = held.narrowing("What did Fisher and colleagues show?", common)
+    assert found is not None and found.doc_ids == {"d1"}
+    assert held.narrowing("Learning metrics from Data") is not None, "a rare word is a name"
+
+
+def test_the_model_is_shown_who_wrote_each_passage():
+    from chatbot.prompts import format_passages
+    from chatbot.types import Passage
+
+    meta = {"authors": "Ines Duarte, Priya Raman", "venue": "ICML", "year": 2023}
+    block = format_passages([Passage("p", "r09", "Watermarks", "A watermark.", 0.0, meta)])
+    assert 'authors="Ines Duarte, Priya Raman" venue="ICML" year="2023"' in block, block
+    assert 'title="Watermarks">' in format_passages([Passage("p", "d", "Watermarks", "A.")])
