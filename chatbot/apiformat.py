@@ -46,13 +46,11 @@ class ApiError(Exception):
         headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
-        self.status, self.message, self.type, self.code, self.param = (
-            status,
-            message,
-            type_,
-            code,
-            param,
-        )
+        self.status = status
+        self.message = message
+        self.type = type_
+        self.code = code
+        self.param = param
         self.headers = headers or {}
 
     def body(self) -> dict[str, Any]:
