@@ -684,7 +684,9 @@ def test_an_api_model_is_named_on_the_page_and_its_answer_streams_in(page, api_s
     ask(page, QUESTION)
     states = page.evaluate("window.__states")
     assert len(states) >= 4, f"the answer should arrive in pieces, the page saw only: {states}"
-    assert bot_texts(page) == [API_ANSWER], "the model's answer should be shown as it wrote it"
+    # A ⚠ may follow a sentence its passage does not back (the fake model makes its claim up).
+    shown = bot_texts(page)[0].replace(" ⚠", "")
+    assert shown == API_ANSWER, "the model's answer should be shown as it wrote it"
     assert page.locator("#sources #src-1-1").count() == 1, "its citation [1] needs a source"
     assert API_KEY not in page.content(), "the API key must never reach the page"
 
