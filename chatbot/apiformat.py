@@ -195,11 +195,12 @@ def usage(answer: Any | None) -> dict[str, int]:
 
 
 def extras(answer: Any) -> dict[str, Any]:
-    """What this server adds to OpenAI's reply: the citations and whether it abstained."""
-    return {
-        "citations": [c.to_dict() for c in answer.citations],
-        "abstained": answer.abstained,
-    }
+    """What this server adds to OpenAI's reply: citations, abstention, unsupported sentences.
+
+    The same fields as `chatbot ask --json`, so a client can mark what its sources do not back.
+    """
+    shown = answer.to_dict()
+    return {key: shown[key] for key in ("citations", "abstained", "unsupported")}
 
 
 @dataclass(frozen=True)
