@@ -243,7 +243,7 @@ def chat_messages(turns: list[dict[str, Any]], partial: str | None = None) -> li
     for answer, turn in enumerate(turns, 1):
         messages.append({"role": "user", "content": turn["question"]})
         if turn.get("stopped"):
-            content = f"{turn['partial']}\n\n⏹ **Stopped.** Press Retry (↻) to ask again."
+            content = f"{turn['partial']}\n\n**Stopped.** Press ↻ below to ask again."
         elif turn.get("partial"):
             content = f"{turn['partial']}\n\n⚠️ **The answer was cut off:** {turn['error']}"
         elif turn.get("error"):
