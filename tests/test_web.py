@@ -721,6 +721,23 @@ def test_an_answer_citing_nothing_is_flagged_as_citing_no_source(page, web_data)
             httpd.server_close()
 
 
+def test_a_stopped_answer_is_shown_marked_but_never_taken_as_an_answer():
+    stopped = {
+        "question": "q",
+        "answer": "",
+        "citations": [],
+        "stopped": True,
+        "partial": "Half an ans",
+        "retrieved": [],
+    }
+    shown = webview.chat_messages([stopped])[1]["content"]
+    assert shown.startswith("Half an ans") and "Stopped." in shown, shown
+    assert webview.NO_FEEDBACK in shown, "a stopped reply should hide its feedback buttons"
+    assert webview.history_of([stopped]) == [], "the model should not see a stopped answer"
+    assert "_Stopped before the end._" in webview.conversation_markdown([stopped], "m")
+    assert "data-state='stopped'" in webview.sources_html([stopped]), "sources: not pending"
+
+
 def test_unsupported_sentences_get_a_flag_after_them_and_the_text_stays_inert():
     text = "Benchmarks are wrong [1]. <img src=x> They cost $5."
     second = text.index("<img")
