@@ -111,6 +111,7 @@ _OPPOSITES = [
     ("include", "exclude"), ("accept", "reject"), ("robust", "fragile"), ("succeed", "fail"),
     ("always", "never"), ("often", "rarely"),
 ]  # fmt: skip
+_POLAR = frozenset(w[:5] for pair in _OPPOSITES for w in pair)
 _ABSOLUTE = re.compile(
     r"\b(?:fully|completely|entirely|always|easily|merely|purely|perfectly|faithfully|"
     r"guarantee[sd]?|proves?|proven|definitely|certainly|every|all)\b",
@@ -136,6 +137,8 @@ class _Passage:
     terms: tuple[frozenset[str], ...]
     lowered: str
     numbers: frozenset[float]
+    negated: tuple[frozenset[str], ...]  # per sentence: the terms its negations bear on
+    polar: tuple[frozenset[str], ...]  # per sentence: its words of the opposite pairs
 
     def sentence(self, i: int) -> str:
         return self.text[self.spans[i][0] : self.spans[i][1]]
@@ -151,6 +154,7 @@ class _Claim:
     names: tuple[str, ...]
     negated: frozenset[str]  # its terms that a negation bears on
     absolutes: frozenset[str]
+    polar: frozenset[str]  # its words of the opposite pairs, before any "rather than"
 
 
 @dataclass(frozen=True)
@@ -182,6 +186,8 @@ class SupportChecker:
         """
         self._embeddings = embeddings
         self._exact = exact
+        self.checked = 0  # claims judged, and how many of them needed their embeddings
+        self.embedded = 0
         self._lock = threading.Lock()
         self._passages: OrderedDict[str, _Passage] = OrderedDict()
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -230,6 +236,8 @@ class SupportChecker:
                 results[i] = _support(*low)
             else:
                 undecided.append((i, claim, found))
+        self.checked += len(pending)
+        self.embedded += len(undecided)
         if not undecided:
             return
         passages = {lx.passage.text: lx.passage for _, _, found in undecided for lx in found}
@@ -414,6 +422,8 @@ def parse_claim(claim: str) -> _Claim:
         names(text),
         negated_terms(text),
         _absolutes(text),
+        # "amplifies noise rather than cancelling it" asserts the first half only.
+        polar_words(_CONTRAST.split(text)[0]),
     )
 
 
@@ -463,12 +473,15 @@ def split_passage(text: str) -> _Passage:
                 continue
             spans.append((start, start + len(sentence)))
             pos = start + len(sentence)
+    sentences = [text[a:b] for a, b in spans]
     return _Passage(
         text,
         tuple(spans),
-        tuple(frozenset(terms(text[a:b])) for a, b in spans),
+        tuple(frozenset(terms(x)) for x in sentences),
         text.lower(),
         figures(text),
+        tuple(negated_terms(x) for x in sentences),
+        tuple(polar_words(x) for x in sentences),
     )
 
 
@@ -507,8 +520,7 @@ def lexical(claim: _Claim, passage: _Passage) -> _Lexical:
             # A pair is worth more than its sentences only for a claim that draws on both.
             if coverage <= max(len(wanted & passage.terms[j]) for j in group) / len(wanted):
                 continue
-        quote = " ".join(passage.sentence(j) for j in group)
-        candidates.append(_Candidate(group, coverage, _quote_penalty(claim, quote)))
+        candidates.append(_Candidate(group, coverage, _quote_penalty(claim, passage, group)))
     if candidates:
         # The sentences closest to the claim in wording are where the passage speaks to it: a
         # negation or opposite there holds against every candidate, so a claim cannot escape
@@ -531,13 +543,15 @@ def _passage_penalty(claim: _Claim, passage: _Passage) -> float:
     return factor
 
 
-def _quote_penalty(claim: _Claim, quote: str) -> float:
-    """Factors for a negation or an opposite that the quote does not share with the claim."""
+def _quote_penalty(claim: _Claim, passage: _Passage, group: tuple[int, ...]) -> float:
+    """Factors for a negation or an opposite that these sentences do not share with the claim."""
+    have = frozenset().union(*(passage.terms[j] for j in group))
+    negated = frozenset().union(*(passage.negated[j] for j in group))
+    polar = frozenset().union(*(passage.polar[j] for j in group))
     factor = 1.0
-    have = frozenset(terms(quote))
-    if bool(claim.negated & have) != bool(negated_terms(quote) & claim.terms):
+    if bool(claim.negated & have) != bool(negated & claim.terms):
         factor *= NEGATION_FLIP
-    if _opposed(claim.text.lower(), quote.lower()):
+    if _opposed(claim.polar, polar):
         factor *= OPPOSITE
     return factor
 
@@ -579,13 +593,16 @@ def _mentions(lowered: str, name: str) -> bool:
     return any(re.search(rf"(?<![a-z0-9]){re.escape(s)}", lowered) for s in stems)
 
 
-def _opposed(claim: str, quote: str) -> bool:
+def polar_words(text: str) -> frozenset[str]:
+    """The words of `text` that belong to an opposite pair, by their first five letters."""
+    words = set(re.findall(r"[a-z]+", text.lower()))
+    return frozenset(p for p in _POLAR if any(w.startswith(p) for w in words))
+
+
+def _opposed(claim: frozenset[str], quote: frozenset[str]) -> bool:
     """Whether the claim uses a word whose opposite the quote uses instead."""
-    # "amplifies noise rather than cancelling it" asserts the first half only.
-    claim = _CONTRAST.split(claim)[0]
     for a, b in _OPPOSITES:
-        for word, other in ((a, b), (b, a)):
-            if re.search(rf"\b{word[:5]}", claim) and not re.search(rf"\b{word[:5]}", quote):
-                if re.search(rf"\b{other[:5]}", quote) and not re.search(rf"\b{other[:5]}", claim):
-                    return True
+        for word, other in ((a[:5], b[:5]), (b[:5], a[:5])):
+            if word in claim and word not in quote and other in quote and other not in claim:
+                return True
     return False
