@@ -69,6 +69,11 @@ def test_a_general_ml_question_no_summary_discusses_is_not_answered(bot, questio
             "Why would a phone company pay extra to hold licences for two neighbouring cities?",
             "combinatorial-auctions",
         ),
+        # Only the title names the topic; the sentences say "ARMs" and "they".
+        (
+            "How do masked diffusion models differ from autoregressive models?",
+            "masked-diffusion-token-order",
+        ),
     ],
 )
 def test_a_paraphrase_sharing_no_rare_word_is_answered_from_its_summary(bot, question, doc_id):
