@@ -3,7 +3,8 @@
 `OpenAICompatibleChat` is a LangChain chat model of our own that sends each call through a
 `ChatOpenAI` (built on first use: `langchain_openai` takes seconds to import) by its public
 `generate`/`stream`. It retries timeouts, 429, 5xx and streams that fail before their first token,
-refuses a stream that stops before its end, and translates `openai` errors into `ModelError`.
+refuses a stream that stops before its end, asks again without streaming when a stream is empty
+(llama.cpp's server says why only then), and translates `openai` errors into `ModelError`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import re
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -19,7 +21,7 @@ from uuid import UUID
 import httpx2
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult, LLMResult
 from pydantic import Field, PrivateAttr, SecretStr
 
@@ -139,6 +141,9 @@ class OpenAICompatibleChat(BaseChatModel):
                     shown = shown or bool(chunk.text)
                     finish = chunk.response_metadata.get("finish_reason") or finish
                     yield ChatGenerationChunk(message=chunk)
+            except EmptyStream:
+                yield self._unstreamed(messages, stop, **kwargs)
+                return
             except Exception as e:
                 if shown:
                     # Part of the answer is on the user's screen: trying again would repeat it.
@@ -148,6 +153,22 @@ class OpenAICompatibleChat(BaseChatModel):
             if finish == "length":
                 raise ModelError(self._token_limit_message("answer"))
             return
+
+    def _unstreamed(self, messages, stop, **kwargs) -> ChatGenerationChunk:
+        """The answer asked for again without streaming, as one chunk.
+
+        llama.cpp's server answers a request it cannot serve (a prompt longer than its context
+        window) with an empty event stream and drops the connection; without streaming it says
+        why (HTTP 400). A new client leaves the dropped connection behind.
+        """
+        self._client = None
+        message = self._generate(messages, stop=stop, **kwargs).generations[0].message
+        chunk = AIMessageChunk(
+            content=message.content,
+            usage_metadata=getattr(message, "usage_metadata", None),
+            response_metadata=message.response_metadata,
+        )
+        return ChatGenerationChunk(message=chunk)
 
     def _token_limit_message(self, what: str) -> str:
         return (
@@ -181,6 +202,10 @@ class StreamCut(Exception):
     """The server closed a stream without [DONE] or a finish_reason: the answer is not whole."""
 
 
+class EmptyStream(Exception):
+    """An event stream that ended before its first event: the server did not start answering."""
+
+
 class _EndCheckingStream(httpx2.SyncByteStream):
     """A response body of server-sent events that raises `StreamCut` if it ends without its end."""
 
@@ -189,14 +214,17 @@ class _EndCheckingStream(httpx2.SyncByteStream):
 
     def __iter__(self) -> Iterator[bytes]:
         started = ended = False
-        rest = b""
+        rest = seen = b""
         for chunk in self.inner:
+            seen = seen or chunk.strip()
             *lines, rest = (rest + chunk).split(b"\n")
             for data in _event_data(lines):
                 started, ended = True, ended or _ends_stream(data)
             yield chunk
         for data in _event_data([rest]):
             started, ended = True, ended or _ends_stream(data)
+        if not (started or seen):
+            raise EmptyStream("the server sent an empty event stream")
         # A body with no events at all is not a stream: the model says so in its own words.
         if started and not ended:
             raise StreamCut("the connection closed before the end of the answer")
@@ -365,6 +393,31 @@ _NOT_A_COMPLETION = (
     "check that OPENAI_BASE_URL points to an OpenAI-compatible /v1 endpoint."
 )
 _WINDOW_HINT = " If the prompt is too long, set CHATBOT_CONTEXT_WINDOW to the model's window."
+_OVERFLOW = (
+    "The prompt is longer than the context window of the model at {server} (HTTP {status}{said}). "
+    "Set CHATBOT_CONTEXT_WINDOW{window} to the window the server runs with (llama.cpp: --n_ctx "
+    "or -c; Ollama: num_ctx), and the chatbot shortens the prompt to fit it."
+)
+# How servers report a prompt over the context window: OpenAI and vLLM ("maximum context length
+# is N tokens"), llama-cpp-python (the same; "exceed context window of N"), llama.cpp's
+# llama-server ("exceeds the available context size", with n_ctx in the error).
+_OVERFLOW_WORDS = re.compile(r"context (?:length|window|size)", re.IGNORECASE)
+_WINDOW_SIZE = re.compile(r"context (?:length|window|size)\D{0,20}?(\d[\d,]*)", re.IGNORECASE)
+
+
+def _window_said(e: Exception, said: str) -> str | None:
+    """The context window the server names in its error, when the error is an overflow."""
+    import openai
+
+    if not isinstance(e, openai.APIStatusError) or e.status_code not in (400, 413):
+        return None
+    body = getattr(e, "body", None)
+    error = body.get("error", body) if isinstance(body, dict) else None
+    error = error if isinstance(error, dict) else {}
+    if error.get("code") != "context_length_exceeded" and not _OVERFLOW_WORDS.search(said):
+        return None
+    found = _WINDOW_SIZE.search(said)
+    return str(error.get("n_ctx") or (found[1].replace(",", "") if found else ""))
 
 
 def _translate(e: Exception, model: Any, tries: int, cut: bool = False) -> ModelError:
@@ -386,7 +439,11 @@ def _translate(e: Exception, model: Any, tries: int, cut: bool = False) -> Model
         "kind": type(e).__name__,
         "hint": _WINDOW_HINT if any(w in said.lower() for w in words) else "",
     }
-    if cut:
+    window = None if cut else _window_said(e, said)
+    if window is not None:
+        facts["window"] = f"={window}" if window else ""
+        template = _OVERFLOW
+    elif cut:
         template = _CUT
     elif _retryable(e):
         template = _GAVE_UP
