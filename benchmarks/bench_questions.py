@@ -86,7 +86,9 @@ def methods(bot: Chatbot, doc_of: dict[str, str]) -> dict[str, Callable[[str], l
     }
 
 
-def run_file(bot: Chatbot, path: Path, doc_of: dict[str, str], sample: int = 0) -> dict:
+def run_file(
+    bot: Chatbot, path: Path, doc_of: dict[str, str], sample: int = 0, asks: int = 0
+) -> dict:
     """Recall@1, Recall@10, MRR@10 of every method on one question file."""
     questions = load(path)
     if sample and len(questions) > sample:
@@ -106,8 +108,22 @@ def run_file(bot: Chatbot, path: Path, doc_of: dict[str, str], sample: int = 0) 
         row["ms_per_query"] = round(1e3 * (time.perf_counter() - started) / len(texts), 1)
         out[name] = row
         print(f"{path.name:24} {name:58} {row}", flush=True)
+    if asks:
+        out["ask"] = ask(bot, questions[:asks])
+        print(f"{path.name:24} {'ask (offline model)':58} {out['ask']}", flush=True)
     bot.store.embeddings = bot.store.embeddings.inner
     return out
+
+
+def ask(bot: Chatbot, questions: list[dict]) -> dict:
+    """What `ask` answers: how often it cites the right record, and how often it abstains."""
+    cited = abstained = 0
+    for q in questions:
+        answer = bot.ask(q["question"])
+        abstained += answer.abstained
+        cited += q["doc_id"] in {c.doc_id for c in answer.citations}
+    n = len(questions)
+    return {"questions": n, "cites_gold": round(cited / n, 4), "abstains": round(abstained / n, 4)}
 
 
 def main() -> None:
@@ -116,6 +132,7 @@ def main() -> None:
     parser.add_argument("data_dir", type=Path)
     parser.add_argument("files", nargs="+", type=Path)
     parser.add_argument("--sample", type=int, default=0, help="questions per file (0: all)")
+    parser.add_argument("--asks", type=int, default=0, help="questions per file also asked")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     settings = Settings.load(
@@ -132,7 +149,7 @@ def main() -> None:
         "files": {},
     }
     for path in args.files:
-        result["files"][path.name] = run_file(bot, path, doc_of, args.sample)
+        result["files"][path.name] = run_file(bot, path, doc_of, args.sample, args.asks)
     emit(result, args.out)
 
 
