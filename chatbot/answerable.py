@@ -29,7 +29,7 @@ from .keyword import STOPWORDS, terms
 # "votes" / "10,000 residents" 0.19, "layers" / "hundreds of billions of parameters" 0.23. On the
 # dev, held-out and dev_extra questions 0.3 to 0.6 give the same answers; 0.5 splits the pairs.
 SAME_THING = 0.5
-# Sentence vectors kept between questions: the passages of a corpus come back again and again.
+# Vectors kept between questions: the passages of a corpus come back again and again.
 CACHED_SENTENCES = 4096
 
 _SMALL_NUMBERS = (
@@ -184,24 +184,29 @@ class Similarity:
 
     def __call__(self, question: str, sentences: Sequence[str]) -> np.ndarray:
         """The cosine of `question` with each of `sentences`, in order."""
+        vectors = self.vectors([question, *sentences])
+        return vectors[1:] @ vectors[0]
+
+    def vectors(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit vectors of `texts`, one row each; texts seen before are not embedded again.
+
+        An answer asks about the same question several times (topic, title, follow-up, count).
+        """
         with self._lock:
-            todo = list(dict.fromkeys(s for s in sentences if s not in self._cache))
-        matrix = self._encode([question, *todo])
+            todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        fresh = dict(zip(todo, self._encode(todo))) if todo else {}
         with self._lock:
-            for text, row in zip(todo, matrix[1:]):
-                self._cache[text] = row
+            self._cache.update(fresh)
             rows = []
-            for s in sentences:
-                vector = self._cache.get(s)
+            for t in texts:
+                vector = self._cache.get(t)
                 if vector is None:  # evicted by another thread meanwhile
-                    vector = self._cache[s] = self._encode([s])[0]
-                self._cache.move_to_end(s)
+                    vector = self._cache[t] = self._encode([t])[0]
+                self._cache.move_to_end(t)
                 rows.append(vector)
             while len(self._cache) > CACHED_SENTENCES:
                 self._cache.popitem(last=False)
-        if not rows:
-            return np.zeros(0, dtype=np.float32)
-        return np.stack(rows) @ matrix[0]
+        return np.stack(rows)
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         if self._embeddings is None:
