@@ -209,7 +209,6 @@ class KeywordIndex:
                     chosen.add(i)
         return [(self.ids[i], float(scores[i])) for i in top]
 
-
     def passages_with(self, word: str) -> int:
         """How many passages hold `word` in their text (title included)."""
         found = terms(word)
