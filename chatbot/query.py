@@ -50,6 +50,11 @@ _YEAR = re.compile(
     r"(?P<year>(?:19|20)\d\d)\b(?P<papers>\s+(?:papers?|works?|submissions?))?",
     re.IGNORECASE,
 )
+_YEARS = re.compile(
+    r"\b(?:from|between)\s+(?P<low>(?:19|20)\d\d)\s*(?:to|and|-|–|until)\s*"
+    r"(?P<high>(?:19|20)\d\d)\b",
+    re.IGNORECASE,
+)
 _YEAR_OPS = {"since": ">=", "after": ">", "before": "<", "until": "<=", "till": "<="}
 
 
@@ -242,6 +247,14 @@ class Facets:
     def _years_in(self, question: str):
         if not self.years:
             return None
+        if span := _YEARS.search(question):
+            # "from 2020 to 2022", "between 2021 and 2023": both ends included.
+            low, high = sorted(int(span.group(g)) for g in ("low", "high"))
+            years = [y for y in self.years if low <= y <= high]
+            if years:
+                ids = frozenset().union(*(self.years[y] for y in years))
+                cond = {"$and": [{YEAR_KEY: {"$gte": low}}, {YEAR_KEY: {"$lte": high}}]}
+                return cond, ids, f"year {low}–{high}"
         for match in _YEAR.finditer(question):
             word = (match.group("before") or "").lower()
             year = int(match.group("year"))

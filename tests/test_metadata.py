@@ -186,6 +186,8 @@ def test_a_venue_and_a_year_in_the_question_narrow_the_search(bot):
     assert docs and set(docs) <= iclr, f"only ICLR papers: {docs}"
     docs = _docs(bot.retrieve("What was published since 2023 on language models?", k=10))
     assert docs and {r[2] for r in RECORDS if r[0] in docs} == {2023}, docs
+    docs = _docs(bot.retrieve("Papers from 2020 to 2021 about transformers", k=10))
+    assert docs and {r[2] for r in RECORDS if r[0] in docs} <= {2020, 2021}, docs
 
 
 @pytest.mark.parametrize(
