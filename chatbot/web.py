@@ -63,6 +63,12 @@ _UNEXPECTED = (
 )
 
 
+class _Run(threading.Event):
+    """Set to stop the answer a page is waiting for; `cleared` once its chat was cleared too."""
+
+    cleared = False
+
+
 class Handlers:
     """The UI's event handlers for one bot: each reads the components' values, returns theirs."""
 
@@ -70,7 +76,7 @@ class Handlers:
         self.bot = bot
         self.model = bot.settings.model_label
         # The pages (Gradio sessions) whose answer is being written, each with its Stop signal.
-        self._running: dict[str | None, threading.Event] = {}
+        self._running: dict[str | None, _Run] = {}
         self._lock = threading.Lock()
 
     def indicator(self) -> str:
@@ -108,7 +114,7 @@ class Handlers:
         with self._lock:
             if key in self._running:
                 return False
-            self._running[key] = threading.Event()
+            self._running[key] = _Run()
             return True
 
     def example(self, index: int, request: gr.Request):
@@ -154,14 +160,14 @@ class Handlers:
             return
         key = request.session_hash if request else None
         with self._lock:
-            stop = self._running.get(key) or threading.Event()
+            stop = self._running.get(key) or _Run()
         try:
             yield from self._respond(question, list(turns or []), stop)
         finally:
             with self._lock:
                 self._running.pop(key, None)
 
-    def _respond(self, question: str, turns: list[dict[str, Any]], stop: threading.Event):
+    def _respond(self, question: str, turns: list[dict[str, Any]], stop: _Run):
         history = history_of(turns)
         # A conversation is named by its first answer's id; after "clear" the next one starts anew.
         message_id = uuid.uuid4().hex
@@ -183,6 +189,9 @@ class Handlers:
         # A stopped answer keeps the passages it was reading; a finished one has its citations.
         for key in ("pending",) if turn.get("stopped") else ("pending", "retrieved", "numbers"):
             turn.pop(key, None)
+        if stop.cleared:
+            yield [], NO_SOURCES, [], gr.Button(interactive=False), *_busy(False)
+            return
         download = gr.Button(interactive=True)
         yield chat_messages(turns), sources_html(turns), turns, download, *_busy(False)
 
@@ -233,9 +242,13 @@ class Handlers:
             unsupported=[u.to_dict() for u in getattr(answer, "unsupported", ())],
         )
 
-    @staticmethod
-    def clear():
-        """An empty chat, no turns, no sources, nothing to download."""
+    def clear(self, request: gr.Request):
+        """An empty chat, no turns, no sources, nothing to download; a running answer stops."""
+        with self._lock:
+            running = self._running.get(request.session_hash if request else None)
+        if running is not None:
+            running.cleared = True  # its last update empties the chat instead of showing it
+            running.set()
         return [], [], NO_SOURCES, gr.Button(interactive=False)
 
     def on_like(self, turns: list[dict[str, Any]] | None, data: gr.LikeData) -> None:

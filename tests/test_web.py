@@ -905,6 +905,20 @@ def test_stop_ends_the_answer_and_its_model_stream_and_retry_asks_again(page, lo
 
 
 @needs_chromium
+def test_clearing_the_chat_while_an_answer_is_written_stops_it_and_keeps_the_chat_empty(
+    page, long_api_server
+):
+    start_long_answer(page, long_api_server)
+    page.locator("#chat").get_by_role("button", name="Clear", exact=True).click()
+    assert _LongAnswerHandler.closed.wait(5), "clearing should stop the model's stream"
+    page.locator("#stop").wait_for(state="hidden")
+    page.wait_for_timeout(1000)
+    assert page.locator("#chat [data-testid='bot']").count() == 0, "the answer came back"
+    assert "latest answer appear here" in page.locator("#sources").inner_text()
+    assert page.locator("#send").is_enabled(), "Send should be back after clearing"
+
+
+@needs_chromium
 def test_a_question_typed_while_an_answer_is_written_stays_in_the_box(page, long_api_server):
     start_long_answer(page, long_api_server)
     box, send = page.locator("#question textarea"), page.locator("#send")
