@@ -51,9 +51,8 @@ def _print_sources(answer, out=None) -> None:
         return
     print("\nSources:", file=out)
     for c in answer.citations:
-        paper = f" — {c.paper}" if c.paper else ""
-        paper += f" — {_byline(c.metadata)}" if _byline(c.metadata) else ""
-        print(f"  [{c.n}] {c.title}{paper} ({c.doc_id}, score {c.score:.2f})", file=out)
+        head = " — ".join(part for part in (c.title, c.paper, _byline(c.metadata)) if part)
+        print(f"  [{c.n}] {head} ({c.doc_id}, score {c.score:.2f})", file=out)
         if c.url:
             print(f"      {c.url}", file=out)
         if c.quote:
