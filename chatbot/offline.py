@@ -92,8 +92,9 @@ MIN_COMPANION_OVERLAP = 0.1
 OTHER_PASSAGE_RATIO = 0.8
 MAX_LISTED = 5
 # A user turn with this many content terms names a topic a later "it" or "they" can point to.
-# "What is generative social choice?" has 3, "Which ones does it name?" 2; 2 would stop at the
-# latter and lose d-f01's topic, 4 would skip the former. The dev follow-ups pass only with 3.
+# "What is generative social choice?" has 3, "Which ones does it name?" 2. On the 18 follow-ups
+# of dev_hard, held-out and dev_extra, 2 loses d-f01's topic and 3 or 4 get all right; 3 keeps a
+# short topic turn ("What is generative social choice?") counting as one.
 TOPIC_TERMS = 3
 # "Which papers…": a passage is listed when it covers at least this share of what the best one
 # covers, so loosely related papers stay out of the list.
