@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -95,7 +96,13 @@ def main() -> None:
     args = parser.parse_args()
     texts = summaries()
     checker = support.SupportChecker(exact=args.sweep)
-    result: dict = {"threshold": support.THRESHOLD, "machine": platform.processor(), "sets": {}}
+    result: dict = {
+        "threshold": support.THRESHOLD,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        # Shared machines: the load while it ran says how far the timings are from a quiet one.
+        "load_average_1min": round(os.getloadavg()[0], 1),
+        "sets": {},
+    }
     for path in args.sets:
         claims = load_claims(path, texts)
         checked = checker.check_many([(c["claim"], [c["passage"]]) for c in claims])

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .citations import answer_sentences, cited
+from .citations import answer_sentences, cited, sentence_spans
 from .keyword import terms
 from .offline import split_sentences
 from .prompts import NO_ANSWER
@@ -466,13 +466,8 @@ def split_passage(text: str) -> _Passage:
     spans: list[Span] = []
     # Paragraphs first: a heading or a title line without a full stop is a sentence of its own.
     for para in _PARAGRAPH.finditer(text):
-        pos = para.start()
-        for sentence in split_sentences(para.group(0)):
-            start = text.find(sentence, pos)
-            if start == -1:
-                continue
-            spans.append((start, start + len(sentence)))
-            pos = start + len(sentence)
+        at = para.start()
+        spans += [(at + a, at + b) for a, b in sentence_spans(para.group(0))]
     sentences = [text[a:b] for a, b in spans]
     return _Passage(
         text,
