@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from queue import Empty, Queue
 from typing import Any
 
 import gradio as gr
@@ -57,6 +58,9 @@ LOGIN_NOTE = (
 )
 # The browser calls the event handlers; only the `chat` endpoint is part of the HTTP API.
 PRIVATE = {"api_visibility": "private"}
+# How often an answer waiting for the model's next piece looks whether Stop was pressed (s).
+STOP_POLL = 0.1
+_DONE = object()  # the model's stream has ended
 _UNEXPECTED = (
     "Something went wrong on the server while answering. Try again; if it keeps happening, "
     "the server log says why."
@@ -208,20 +212,14 @@ class Handlers:
             stream = self.bot.stream(turn["question"], history)
             turn.update(retrieved=passage_dicts(stream.passages), numbers={})
             yield text, True
-            pieces = iter(stream)
-            for piece in pieces:
-                if stop.is_set():
-                    # With a model server, its HTTP response is closed: it stops writing.
-                    pieces.close()
-                    stream.close()
-                    turn.update(stopped=True, partial=text.strip())
-                    break
+            for piece, numbers in _pieces(stream, stop):
                 text += piece
-                numbers = dict(stream.numbers)
                 changed, turn["numbers"] = numbers != turn["numbers"], numbers
                 yield text, changed
-            else:
+            if stream.answer is not None:
                 self._finish(turn, stream.answer)
+            else:  # Stop was pressed
+                turn.update(stopped=True, partial=text.strip())
         except ChatbotError as e:
             turn["error"] = friendly(e)
         except Exception:
@@ -411,6 +409,42 @@ def _wire_chat(ui: Handlers, tab: ChatTab, turns: gr.State, limit: int) -> None:
     tab.download.click(ui.export, turns, tab.file, **PRIVATE).then(
         None, tab.file, None, js=SAVE_JS, **PRIVATE
     )
+
+
+def _pieces(stream, stop: threading.Event) -> Iterator[tuple[str, dict[int, int]]]:
+    """The stream's pieces, each with the citation numbers so far, until it ends or Stop.
+
+    A thread reads the model so that Stop ends the answer at once, even while the model is
+    silent; that thread closes the stream (a model server's HTTP response) as soon as the model
+    sends its next piece.
+    """
+    pieces: Queue = Queue()
+
+    def read() -> None:
+        try:
+            for piece in stream:
+                if stop.is_set():
+                    break
+                pieces.put((piece, dict(stream.numbers)))
+        except BaseException as e:  # raised again in the answering thread
+            pieces.put(e)
+        finally:
+            if stop.is_set():
+                stream.close()
+            pieces.put(_DONE)
+
+    threading.Thread(target=read, name="answer-reader", daemon=True).start()
+    while not stop.is_set():
+        try:
+            item = pieces.get(timeout=STOP_POLL)
+        except Empty:
+            continue
+        if item is _DONE:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        if not stop.is_set():
+            yield item
 
 
 def _busy(running: bool) -> tuple[gr.Button, gr.Button]:

@@ -940,6 +940,23 @@ def test_a_question_typed_while_an_answer_is_written_stays_in_the_box(page, long
     assert box.input_value() == "", "a sent question leaves the box"
 
 
+@needs_chromium
+def test_stop_ends_the_answer_at_once_while_the_model_is_still_silent(page, slow_api_server):
+    open_app(page, slow_api_server)
+    page.locator("#question textarea").fill(QUESTION)
+    page.locator("#question textarea").press("Enter")
+    page.locator("#sources .source").first.wait_for()  # searched; the model holds its first token
+    started = time.monotonic()
+    page.locator("#stop").click()
+    page.locator("#chat [data-testid='bot']").get_by_text("Stopped.").wait_for()
+    waited = time.monotonic() - started
+    assert waited < FIRST_TOKEN_DELAY, f"Stop took {waited:.1f} s, as long as the model's silence"
+    assert "Agent benchmarks" not in answer_text(page), "no answer text should have arrived"
+    page.wait_for_timeout(FIRST_TOKEN_DELAY * 1000)
+    assert "Agent benchmarks" not in answer_text(page), "text arrived after Stop"
+    assert page.locator("#send").is_enabled(), "Send should be back after Stop"
+
+
 def test_chat_api_returns_the_answer_with_its_markers(server, bot):
     from gradio_client import Client
 
