@@ -37,6 +37,8 @@ _REFERRING = re.compile(
     r"study|approach|method|authors?|model|problem|idea))\b",
     re.IGNORECASE,
 )
+# A summary cut short ends its last sentence with "...": the sentence is what came before.
+_CUT = re.compile(r"\s*(?:\.\.\.|…)$")
 # "This is the challenge of X." needs the sentence before it to mean anything.
 _ANAPHORIC = re.compile(r"^(This|These|That|Those|It|They|Such)\b")
 # A bare section heading run into the sentence after it ("Introduction We are…").
@@ -306,7 +308,7 @@ def _already_said(s: _Sentence, said: Sequence[str]) -> bool:
 def _restates(s: _Sentence, question: str) -> bool:
     """A question in the passage that is the user's own question again answers nothing."""
     mine, asked = s.terms, frozenset(terms(question))
-    return s.text.endswith("?") and bool(mine) and len(mine & asked) >= NEAR_DUPLICATE * len(mine)
+    return _asks(s) and bool(mine) and len(mine & asked) >= NEAR_DUPLICATE * len(mine)
 
 
 def _distinct(candidates: list[_Sentence], chosen: list[_Sentence]) -> list[_Sentence]:
@@ -322,15 +324,20 @@ def _distinct(candidates: list[_Sentence], chosen: list[_Sentence]) -> list[_Sen
     return [c for c in candidates if not any(repeats(c, s) for s in chosen)]
 
 
+def _asks(s: _Sentence) -> bool:
+    """Whether the sentence is a question (also one that a summary's cut ends with "...")."""
+    return _CUT.sub("", s.text).endswith("?")
+
+
 def _with_answer(s: _Sentence, sentences: list[_Sentence]) -> _Sentence | None:
     """A rhetorical question ("But what happens when…?") with the sentence that answers it.
 
     A question with no answer after it in its passage says nothing: None.
     """
-    if not s.text.endswith("?"):
+    if not _asks(s):
         return s
     after = next((p for p in sentences if p.n == s.n and p.index == s.index + 1), None)
-    if after is None or after.text.endswith("?"):
+    if after is None or _asks(after):
         return None
     return replace(s, text=f"{s.text} {after.text}", terms=s.terms | after.terms)
 
