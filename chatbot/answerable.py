@@ -8,7 +8,8 @@ Two signals that carry over to questions never seen:
   it shares with them; a paraphrase that shares no rare word still finds its sentence.
 - **Kind.** A question asking for a figure ("how many", "by how much", "what fraction", "which
   year") is answered only by a sentence that states one, in any of the ways figures are written:
-  "10,000", "20%", "2 trillion", "twice", "a hundred", "ten minutes".
+  "10,000", "20%", "2 trillion", "twice", "a hundred", "ten minutes"; one asking which model,
+  dataset or benchmark only by a sentence that names one the question does not already name.
 """
 
 from __future__ import annotations
