@@ -6,7 +6,8 @@ words, acronyms, system names) that the passage never gives, a negation the sent
 share (or the reverse), an opposite ("increase" where the sentence says "decrease"), or an
 absolute qualifier ("fully", "always") the passage never uses. Without it, support is the share
 of the claim's content words the sentences cover, blended with the cosine of their embeddings
-(the installed MiniLM model). Passage sentences are embedded once and cached by their text.
+(the installed MiniLM model). Passages are split once and cached by their text; sentence vectors
+are cached with the ones the offline model's answerability check uses.
 
 Embedding is the expensive part, so it is skipped when wording alone decides: when even a perfect
 cosine could not lift the score to the threshold (a missing figure or name usually), or when the
@@ -23,6 +24,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .answerable import Similarity
+from .answerable import similarity as shared_similarity
 from .citations import answer_sentences, cited, sentence_spans
 from .keyword import terms
 from .offline import split_sentences
@@ -176,21 +179,21 @@ class _Lexical:
 
 
 class SupportChecker:
-    """Checks claims against passages; thread-safe, caching passages' sentences and vectors."""
+    """Checks claims against passages; thread-safe, caching passages' sentences."""
 
-    def __init__(self, embeddings=None, *, exact: bool = False) -> None:
-        """`embeddings`: LangChain embeddings (default: the installed MiniLM model).
+    def __init__(self, similarity: Similarity | None = None, *, exact: bool = False) -> None:
+        """`similarity` embeds sentences and caches their vectors (default: the process's one,
+        shared with the offline model's answerability, on the installed MiniLM model).
 
         With `exact`, every score compares embeddings, even when wording alone decides (to
         study thresholds); otherwise such a score is the bound that decided it.
         """
-        self._embeddings = embeddings
+        self._similarity = similarity or shared_similarity
         self._exact = exact
         self.checked = 0  # claims judged, and how many of them needed their embeddings
         self.embedded = 0
         self._lock = threading.Lock()
         self._passages: OrderedDict[str, _Passage] = OrderedDict()
-        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
 
     def check(self, claim: str, passage_text: str) -> Support:
         """Whether `passage_text` supports `claim`."""
@@ -265,36 +268,14 @@ class SupportChecker:
 
     def _embed(self, claims: list[str], passages: list[_Passage]) -> dict:
         """Unit vectors: `None` → the claims' rows; each passage's text → its sentences' rows."""
-        with self._lock:
-            todo = [p for p in passages if p.text not in self._vectors]
-        texts = claims + [p.sentence(i) for p in todo for i in range(len(p.spans))]
-        matrix = self._encode(texts)
+        texts = claims + [p.sentence(i) for p in passages for i in range(len(p.spans))]
+        matrix = self._similarity.vectors(texts)
         out: dict = {None: matrix[: len(claims)]}
         at = len(claims)
-        with self._lock:
-            for p in todo:
-                self._vectors[p.text] = matrix[at : at + len(p.spans)]
-                at += len(p.spans)
-            for p in passages:
-                out[p.text] = self._vectors[p.text]
-                self._vectors.move_to_end(p.text)
-            while len(self._vectors) > CACHED_PASSAGES:
-                self._vectors.popitem(last=False)
+        for p in passages:
+            out[p.text] = matrix[at : at + len(p.spans)]
+            at += len(p.spans)
         return out
-
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        if self._embeddings is None:
-            from .embeddings import MiniLMEmbeddings
-
-            self._embeddings = MiniLMEmbeddings()
-        if not texts:
-            return np.zeros((0, 1), dtype=np.float32)
-        encode = getattr(self._embeddings, "encode", None)
-        matrix = np.asarray(
-            encode(texts) if encode else self._embeddings.embed_documents(texts), dtype=np.float32
-        )
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        return matrix / np.where(norms == 0, 1, norms)
 
 
 _DEFAULT: SupportChecker | None = None
