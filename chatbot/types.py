@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -115,15 +115,8 @@ class Unsupported:
     score: float  # best support score among its cited passages, 0 when it cites none
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON shape used by the CLI and the UI."""
-        return {
-            "sentence": self.sentence,
-            "start": self.start,
-            "end": self.end,
-            "reason": self.reason,
-            "numbers": list(self.numbers),
-            "score": self.score,
-        }
+        """The JSON shape used by the CLI and the UI: every field, `numbers` as a list."""
+        return {**asdict(self), "numbers": list(self.numbers)}
 
 
 @dataclass(frozen=True)
