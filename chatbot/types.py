@@ -87,6 +87,10 @@ class Citation:
             "score": self.score,
             "paper": self.paper,
             "url": self.url,
+            # Who wrote the cited record and where it appeared (None for documents without them).
+            "authors": self.metadata.get("authors"),
+            "year": self.metadata.get("year"),
+            "venue": self.metadata.get("venue"),
             "quote": self.quote,
             "spans": [list(span) for span in self.spans],
         }

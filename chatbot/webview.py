@@ -206,9 +206,16 @@ def passage_dicts(passages) -> list[dict[str, Any]]:
             "score": p.score,
             "paper": p.metadata.get("paper"),
             "url": p.metadata.get("url"),
+            **{k: p.metadata.get(k) for k in ("authors", "year", "venue")},
         }
         for n, p in enumerate(passages, 1)
     ]
+
+
+def _byline(c: dict[str, Any]) -> str:
+    """ "Ines Duarte, Priya Raman · ICML 2023": who wrote a source and where, when known."""
+    when = " ".join(str(c[k]) for k in ("venue", "year") if c.get(k) not in (None, ""))
+    return " · ".join(part for part in (str(c.get("authors") or ""), when) if part)
 
 
 def _card(answer: int, c: dict[str, Any]) -> str:
@@ -230,9 +237,11 @@ def _card(answer: int, c: dict[str, Any]) -> str:
         else "<div class='source retrieved'>"
     )
     label = f"[{c['n']}]" if c["n"] else "<span class='badge'>retrieved</span>"
+    byline = _byline(c)
     return (
         f"{anchor}<div class='source-head'>{label} {html.escape(c['title'])}</div>"
-        f"<div class='meta'>{' · '.join(meta)}</div>"
+        + (f"<div class='meta byline'>{html.escape(byline)}</div>" if byline else "")
+        + f"<div class='meta'>{' · '.join(meta)}</div>"
         f"{_passage(c)}</div>"
     )
 
