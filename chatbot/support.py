@@ -60,7 +60,9 @@ MIN_STATEMENT_TERMS = 3
 Span = tuple[int, int]
 
 _MARKER = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")
-_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)]|#+)\s+")
+# Markdown emphasis a model may use ("**Answer:** …", "`BERT`"): not part of what it claims.
+_EMPHASIS = re.compile(r"\*\*|__|(?<!\w)[*_`]|[*_`](?!\w)")
 # "The summary says that …", "According to the paper, …": who says it is not part of the claim.
 _META = re.compile(
     r"^(?:according to the (?:summary|paper|text|authors?),?\s*|the (?:summary|paper|text|"
@@ -374,13 +376,14 @@ def _states_something(sentence: str) -> bool:
 
 
 def strip_markers(text: str) -> str:
-    """`text` without its `[n]` markers or a list item's bullet."""
-    return _BULLET.sub("", _MARKER.sub("", text)).strip()
+    """`text` without its `[n]` markers, a list item's bullet or Markdown emphasis."""
+    return _EMPHASIS.sub("", _BULLET.sub("", _MARKER.sub("", text))).strip()
 
 
 def verbatim(claim: str, texts: Sequence[str]) -> str | None:
     """The claim itself when it stands word for word in one of `texts` (as offline quotes do)."""
-    words = strip_markers(claim).rstrip(".…").removesuffix("...").split()
+    # Markdown emphasis stays: the quote is matched as written.
+    words = _BULLET.sub("", _MARKER.sub("", claim)).strip().rstrip(".…").removesuffix("...").split()
     if len(words) < 3:
         return None
     pattern = re.compile(r"\s+".join(re.escape(w) for w in words))

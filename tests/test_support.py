@@ -122,6 +122,20 @@ def test_a_sentence_whose_figure_differs_from_its_source_is_flagged(fake, built_
     assert [u["reason"] for u in shown] == [u.reason for u in answer.unsupported]
 
 
+def test_markdown_answers_backed_by_their_sources_are_not_flagged(fake, built_index):  # noqa: F811
+    bot = Chatbot(real(built_index, fake.url))
+    n = prompt_number(bot, "10,000 residents")
+    fake.script = [
+        {
+            "content": f"**In short:** researchers have turned to Large Language Models [{n}].\n\n"
+            f"- A town hall meeting can have *10,000* residents [{n}].\n"
+            f"- Letting everyone speak is impossible [{n}]."
+        }
+    ]
+    answer = bot.ask(QUESTION)
+    assert answer.citations and answer.unsupported == (), answer.unsupported
+
+
 def test_an_answer_citing_nothing_is_flagged_as_a_whole(fake, built_index):  # noqa: F811
     text = "A town hall meeting cannot give every one of its residents a turn to speak."
     fake.script = [{"content": text}]
