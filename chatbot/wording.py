@@ -1,0 +1,162 @@
+"""What a claim or a sentence states, read from its words: figures, names, negations, opposites
+and absolute qualifiers, normalised so that two wordings of the same fact compare equal.
+
+The support check (support.py) compares these between a claim and the passage it cites.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .keyword import terms
+from .offline import split_sentences
+
+# A negation bears on the next this many content words (or, ending its sentence, the ones before).
+NEGATION_SCOPE = 4
+
+_SMALL = {
+    "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+    "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
+    "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30,
+    "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90,
+    "hundred": 100, "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12,
+    "dozen": 12, "twice": 2, "double": 2, "triple": 3, "half": 0.5,
+}  # fmt: skip
+_SCALE = {"hundred": 100, "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
+# A figure: digits ("10,000", "3.5", "20%", "7B"; not the 4 of "GPT-4") or a number word, with an
+# optional scale word after it ("2 trillion", "ten thousand"). "one" is left out: "one of the…".
+_FIGURE = re.compile(
+    r"(?<![\w.-])(\d[\d,]*(?:\.\d+)?)(?:%|x\b|([KMBT])\b)?(?!\w|[.,]\d)|\b("
+    + "|".join(_SMALL)
+    + r")\b",
+    re.IGNORECASE,
+)
+# "7B parameters", "2T tokens": a letter after the digits scales them.
+_LETTER_SCALE = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
+_SCALE_AFTER = re.compile(r"\s*(?:-\s*)?(" + "|".join(_SCALE) + r")s?\b", re.IGNORECASE)
+# "between 1 and 8 billion", "1-8 billion": the scale word after a range scales both ends.
+_RANGE_SCALE = re.compile(
+    r"\s*(?:and|to|or|-|–)\s*\d[\d,.]*\s*(" + "|".join(_SCALE) + r")s?\b", re.IGNORECASE
+)
+# A name: a word with a capital after its first letter (GPT, GitLab), a digit among letters
+# (GPT-4o), or a capitalised word that does not open a sentence.
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-.][A-Za-z0-9]+)*")
+_OPENS = re.compile(r"(?:^|[.!?:;]\s+|[\"“‘'(]\s*)$")
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|cannot|neither|nor|none|nothing|unable|incapable|impossible|rarely|"
+    r"seldom|hardly|fail(?:s|ed)?\s+to|rather\s+than|instead\s+of)\b|n['’]t\b",
+    re.IGNORECASE,
+)
+CONTRAST = re.compile(r"\b(?:rather than|instead of)\b")
+_OPPOSITES = [
+    ("increase", "decrease"), ("improve", "worsen"), ("improve", "degrade"), ("improve", "hurt"),
+    ("more", "less"), ("more", "fewer"), ("higher", "lower"), ("better", "worse"),
+    ("easy", "hard"), ("easy", "difficult"), ("easy", "complicated"), ("easily", "difficult"),
+    ("easily", "hard"), ("faster", "slower"), ("larger", "smaller"),
+    ("amplify", "cancel"), ("amplify", "reduce"), ("consistent", "inconsistent"),
+    ("simple", "complex"), ("clean", "messy"), ("success", "failure"), ("strong", "weak"),
+    ("outperform", "underperform"), ("rise", "fall"), ("gain", "loss"), ("respect", "ignore"),
+    ("include", "exclude"), ("accept", "reject"), ("robust", "fragile"), ("succeed", "fail"),
+    ("always", "never"), ("often", "rarely"),
+]  # fmt: skip
+_POLAR = frozenset(w[:5] for pair in _OPPOSITES for w in pair)
+_ABSOLUTE = re.compile(
+    r"\b(?:fully|completely|entirely|always|easily|merely|purely|perfectly|faithfully|"
+    r"guarantee[sd]?|proves?|proven|definitely|certainly|every|all)\b",
+    re.IGNORECASE,
+)
+# Absolute qualifiers that say the same: any of the group in the passage backs the claim's.
+_SAME = ["full|complete|entire|total", "always|invariabl", "mere|just|simpl|only", "prove|proof"]
+_SYNONYMS = {
+    word: group
+    for group in _SAME
+    for word in ("fully completely entirely always merely proves proven".split())
+    if re.match(rf"(?:{group})", word)
+}
+_NEGATED_BEFORE = re.compile(r"(?:\bnot|n['’]t|\bnever)\s+(?:\w+\s+)?$", re.IGNORECASE)
+
+
+def figures(text: str) -> frozenset[float]:
+    """The numbers `text` states, normalised: "20%", "20 percent" and "twenty" are all 20."""
+    out: set[float] = set()
+    used = 0  # the end of the last scale word read with its number ("2 trillion")
+    for m in _FIGURE.finditer(text):
+        if m.start() < used:
+            continue
+        if m.group(1):
+            value = float(m.group(1).replace(",", ""))
+            value *= _LETTER_SCALE.get((m.group(2) or "").lower(), 1)
+        else:
+            value = float(_SMALL[m.group(3).lower()])
+        scale = _SCALE_AFTER.match(text, m.end()) or _RANGE_SCALE.match(text, m.end())
+        if scale and (m.group(1) or m.group(3).lower() not in _SCALE):
+            value *= _SCALE[scale.group(1).lower()]
+            used = scale.end() if scale.re is _SCALE_AFTER else used
+        out.add(value)
+    return frozenset(out)
+
+
+def names(text: str) -> tuple[str, ...]:
+    """Named things in `text`: acronyms, system names, capitalised words inside a sentence."""
+    found = []
+    for m in _WORD.finditer(text):
+        word = m.group(0)
+        inner = any(c.isupper() for c in word[1:]) or (
+            any(c.isdigit() for c in word) and any(c.isalpha() for c in word)
+        )
+        opening = bool(_OPENS.search(text[: m.start()]))
+        if inner or (word[0].isupper() and not opening and word != "I"):
+            found.append(word)
+    return tuple(found)
+
+
+def negated_terms(text: str) -> frozenset[str]:
+    """The terms a negation in `text` bears on: the next few content words after each one
+    ("It doesn't ask for clarification", "incapable of deep…"). A question asserts nothing, so
+    its negations do not count ("What if the next token isn't the easiest one?")."""
+    out: set[str] = set()
+    for sentence in split_sentences(text):
+        if sentence.rstrip('"”’)').endswith("?"):
+            continue
+        for m in _NEGATION.finditer(sentence):
+            after = terms(sentence[m.end() : m.end() + 80])[:NEGATION_SCOPE]
+            # "… speak is impossible.": a negation ending its sentence bears on what came before.
+            before = terms(sentence[max(0, m.start() - 80) : m.start()])[-NEGATION_SCOPE:]
+            out.update(after or before)
+    return frozenset(out)
+
+
+def absolutes(text: str) -> frozenset[str]:
+    """The absolute qualifiers of `text` ("fully", "always"), each as its group of synonyms;
+    a negated one ("not fully", "isn't always") claims less, not more, and does not count."""
+    found = set()
+    for m in _ABSOLUTE.finditer(text):
+        if not _NEGATED_BEFORE.search(text[: m.start()]):
+            found.add(_SYNONYMS.get(m.group(0).lower(), m.group(0).lower()))
+    return frozenset(found)
+
+
+def polar_words(text: str) -> frozenset[str]:
+    """The words of `text` that belong to an opposite pair, by their first five letters."""
+    words = set(re.findall(r"[a-z]+", text.lower()))
+    return frozenset(p for p in _POLAR if any(w.startswith(p) for w in words))
+
+
+def opposed(claim: frozenset[str], quote: frozenset[str]) -> bool:
+    """Whether the claim uses a word whose opposite the quote uses instead."""
+    for a, b in _OPPOSITES:
+        for word, other in ((a[:5], b[:5]), (b[:5], a[:5])):
+            if word in claim and word not in quote and other in quote and other not in claim:
+                return True
+    return False
+
+
+def has_figure(value: float, given: frozenset[float]) -> bool:
+    return any(abs(value - g) <= 1e-9 * max(1.0, abs(g)) for g in given)
+
+
+def mentions(lowered: str, name: str) -> bool:
+    """Whether the lowercased passage names `name` (a plural "RNNs" matches "RNN" too)."""
+    name = name.lower()
+    stems = {name, name[:-1]} if name.endswith("s") and len(name) > 3 else {name}
+    return any(re.search(rf"(?<![a-z0-9]){re.escape(s)}", lowered) for s in stems)
