@@ -10,8 +10,10 @@ Each line of a question file has `question` and the `doc_id` of the one record t
 Rankings are by document (its best passage) from the 30 best passages, as in bench_collections.py;
 MRR is cut at rank 10. Methods: BM25 alone (the keyword index as `ask` uses it, authors field
 included), dense alone, the hybrid `Retriever.search` that `ask` uses (question narrowing
-included), the hybrid without narrowing, and the hybrid as it was before authors were indexed
-(the text field only, each side scoring only its own candidates, no narrowing), all in one run.
+included), the hybrid without narrowing, the hybrid with bm25s' default BM25 parameters (k1 1.5,
+b 0.75) instead of the keyword index's K1 and B, and the hybrid as it was before authors were
+indexed (the text field only, each side scoring only its own candidates, no narrowing, bm25s'
+defaults), all in one run.
 A file of records instead of questions (e.g. the abstracts file) asks each record's title.
 """
 
@@ -31,7 +33,7 @@ from bench_collections import COLLECTION, PASSAGES, _docs, _Lookup, _scores
 from common import emit
 
 from chatbot import Chatbot, Settings
-from chatbot.keyword import FIELD_WEIGHTS
+from chatbot.keyword import FIELD_WEIGHTS, K1, B
 from chatbot.retrieval import fuse
 
 
@@ -47,6 +49,8 @@ def methods(bot: Chatbot, doc_of: dict[str, str]) -> dict[str, Callable[[str], l
     """Each method: a question to its ranking of documents."""
     store, retriever = bot.store, bot.retriever
     index = retriever.keyword_index()
+    # bm25s' own parameters, which the keyword index used before K1 and B were chosen.
+    default = retriever.build_keyword_index(index.revision, k1=1.5, b=0.75)
     vectors: dict[str, list[float]] = {}
 
     def vector(q: str) -> list[float]:
@@ -61,13 +65,21 @@ def methods(bot: Chatbot, doc_of: dict[str, str]) -> dict[str, Callable[[str], l
         # The hybrid without what this benchmark measures: the text field only, each side's own
         # candidates (the other side's count as its minimum), no narrowing.
         depth = max(4 * PASSAGES, 20)
-        hits = index.search(q, depth, weights={"text": 1.0})
+        hits = default.search(q, depth, weights={"text": 1.0})
         fused = fuse(store.nearest(vector(q), depth), hits)
         return _docs(sorted(fused, key=lambda pid: (-fused[pid], pid))[:PASSAGES], doc_of)
 
-    def hybrid(narrow: bool) -> Callable[[str], list[str]]:
+    def hybrid(narrow: bool, keyword=None) -> Callable[[str], list[str]]:
         def run(q: str) -> list[str]:
-            found = retriever.search(q, PASSAGES, narrow=narrow)
+            if keyword is None:
+                found = retriever.search(q, PASSAGES, narrow=narrow)
+            else:
+                # The same search over a keyword index with other BM25 parameters.
+                retriever._keyword = keyword
+                try:
+                    found = retriever.search(q, PASSAGES, narrow=narrow)
+                finally:
+                    retriever._keyword = index
             return _docs([p.passage_id for p in found.passages], doc_of)
 
         return run
@@ -79,9 +91,13 @@ def methods(bot: Chatbot, doc_of: dict[str, str]) -> dict[str, Callable[[str], l
         "bm25 (text + authors fields)": lambda q: _docs(
             [i for i, _ in index.search(q, PASSAGES)], doc_of
         ),
+        "bm25 (text + authors fields, k1 1.5, b 0.75)": lambda q: _docs(
+            [i for i, _ in default.search(q, PASSAGES)], doc_of
+        ),
         "dense": dense,
         "hybrid before (one-sided scores, text field, no narrowing)": before,
         "hybrid, no narrowing": hybrid(False),
+        "hybrid (what ask uses), bm25 k1 1.5, b 0.75": hybrid(True, default),
         "hybrid (what ask uses)": hybrid(True),
     }
 
@@ -146,6 +162,7 @@ def main() -> None:
         "data_dir": str(args.data_dir),
         "passages": len(ids),
         "field_weights": FIELD_WEIGHTS,
+        "bm25": {"k1": K1, "b": B},
         "files": {},
     }
     for path in args.files:

@@ -83,14 +83,7 @@ class Retriever:
     def rebuild_keyword_index(self, revision: str | None = None) -> KeywordIndex:
         """Rebuild BM25 from the store's passages and save it."""
         revision = self.store.revision if revision is None else revision
-        ids, texts, metas = self.store.all_passages()
-        metas = [m or {} for m in metas]
-        doc_ids = [str(m.get("doc_id", i)) for i, m in zip(ids, metas, strict=True)]
-        fields = {
-            "text": [f"{m.get('title', '')}\n{t}" for t, m in zip(texts, metas, strict=True)],
-            "meta": [about(m) for m in metas],
-        }
-        index = KeywordIndex.build(ids, fields, revision, doc_ids, facets(zip(doc_ids, metas)))
+        index = self.build_keyword_index(revision)
         try:
             index.save(self._keyword_dir)
         except OSError as e:
@@ -103,6 +96,18 @@ class Retriever:
             )
         self._keyword = index
         return index
+
+    def build_keyword_index(self, revision: str, **bm25: float) -> KeywordIndex:
+        """BM25 over the store's passages in fields (`bm25` overrides k1 or b), not saved."""
+        ids, texts, metas = self.store.all_passages()
+        metas = [m or {} for m in metas]
+        doc_ids = [str(m.get("doc_id", i)) for i, m in zip(ids, metas, strict=True)]
+        fields = {
+            "text": [f"{m.get('title', '')}\n{t}" for t, m in zip(texts, metas, strict=True)],
+            "meta": [about(m) for m in metas],
+        }
+        found = facets(zip(doc_ids, metas))
+        return KeywordIndex.build(ids, fields, revision, doc_ids, found, **bm25)
 
     def search(
         self, query: str, k: int | None = None, where: dict | None = None, *, narrow: bool = True

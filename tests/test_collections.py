@@ -146,3 +146,32 @@ def test_collections_live_side_by_side(data_dir, records, tmp_path):
     assert Chatbot(Settings.load(env_file=None, data_dir=data_dir)).store.count() == before
     answer = summaries.ask("Which theory links Transformers to modern Hopfield networks?")
     assert answer.citations[0].doc_id == "transformers-associative-memory", answer.citations
+
+
+def test_an_abstract_matching_more_of_the_question_ranks_above_one_repeating_one_word():
+    from chatbot.keyword import KeywordIndex
+
+    texts = {
+        "repeats": "Graph transformers read a graph node by node: each node attends to the whole "
+        "graph, and a graph of graphs is read as one graph.",
+        "matches": "We fit one temperature per scaffold, so that molecular property predictions "
+        "carry calibrated uncertainty intervals on held-out scaffolds.",
+        "attention": "Sparse attention lets transformers read long documents with linear memory.",
+        "audio": "A diffusion model generates speech waveforms faster than autoregressive "
+        "vocoders.",
+        "federated": "Federated clients correct the drift of their local updates with control "
+        "variates.",
+        "clustering": "Clustering with outliers runs in near-linear time on a coreset of the "
+        "points.",
+    }
+    question = "Which graph model gives calibrated uncertainty?"
+    fields = {"text": list(texts.values())}
+    index = KeywordIndex.build(list(texts), fields, "r")
+    ranked = [pid for pid, _ in index.search(question, 3)]
+    assert ranked[0] == "matches", (
+        f"two of the question's words beat one word said five times: {ranked}"
+    )
+    # bm25s' own parameters let the fifth "graph" count nearly as much as the first: the case
+    # the keyword index's K1 and B decide.
+    loose = KeywordIndex.build(list(texts), fields, "r", k1=1.5, b=0.75)
+    assert loose.search(question, 3)[0][0] == "repeats", "the case this test guards is gone"
