@@ -4,6 +4,7 @@ passages they cite (a real model through the OpenAI protocol, and the offline mo
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 
@@ -90,7 +91,7 @@ def test_figures_match_however_they_are_written(bot):
 QUESTION = "Why is it hard to hear everyone in a town hall meeting?"
 
 
-def prompt_number(bot: Chatbot, phrase: str) -> int:
+def prompt_number(bot: Chatbot, phrase: str = "10,000 residents") -> int:
     """The number in the model's prompt of the retrieved passage containing `phrase`."""
     passages = bot.retrieve(QUESTION)
     found = [n for n, p in enumerate(passages, 1) if phrase in p.text]
@@ -98,16 +99,22 @@ def prompt_number(bot: Chatbot, phrase: str) -> int:
     return found[0]
 
 
+def ask_model(server, built_index, write: Callable[[int], str]):  # noqa: F811
+    """The Answer when the model replies `write(n)`, n citing the town-hall passage."""
+    bot = Chatbot(real(built_index, server.url))
+    server.script = [{"content": write(prompt_number(bot))}]
+    return bot.ask(QUESTION)
+
+
 def test_a_sentence_whose_figure_differs_from_its_source_is_flagged(fake, built_index):  # noqa: F811
-    bot = Chatbot(real(built_index, fake.url))
-    n = prompt_number(bot, "10,000 residents")
-    fake.script = [
-        {
-            "content": f"Imagine a town hall meeting with 20,000 residents [{n}]. "
+    answer = ask_model(
+        fake,
+        built_index,
+        lambda n: (
+            f"Imagine a town hall meeting with 20,000 residents [{n}]. "
             f"It is impossible to let everyone speak [{n}]. Paris is the capital of France."
-        }
-    ]
-    answer = bot.ask(QUESTION)
+        ),
+    )
     reasons = {u.sentence: u for u in answer.unsupported}
     assert len(answer.unsupported) == 2, f"two sentences should be flagged: {answer.unsupported}"
     changed = next(u for u in answer.unsupported if "20,000" in u.sentence)
@@ -123,16 +130,15 @@ def test_a_sentence_whose_figure_differs_from_its_source_is_flagged(fake, built_
 
 
 def test_markdown_answers_backed_by_their_sources_are_not_flagged(fake, built_index):  # noqa: F811
-    bot = Chatbot(real(built_index, fake.url))
-    n = prompt_number(bot, "10,000 residents")
-    fake.script = [
-        {
-            "content": f"**In short:** researchers have turned to Large Language Models [{n}].\n\n"
+    answer = ask_model(
+        fake,
+        built_index,
+        lambda n: (
+            f"**In short:** researchers have turned to Large Language Models [{n}].\n\n"
             f"- A town hall meeting can have *10,000* residents [{n}].\n"
             f"- Letting everyone speak is impossible [{n}]."
-        }
-    ]
-    answer = bot.ask(QUESTION)
+        ),
+    )
     assert answer.citations and answer.unsupported == (), answer.unsupported
 
 
@@ -157,8 +163,7 @@ def test_offline_answers_quote_their_sources_so_nothing_is_flagged(bot):
 
 @pytest.mark.slow
 def test_ask_shows_unsupported_sentences_in_json_and_marks_them_in_text(fake, built_index):  # noqa: F811
-    bot = Chatbot(real(built_index, fake.url))
-    n = prompt_number(bot, "10,000 residents")
+    n = prompt_number(Chatbot(real(built_index, fake.url)))
     content = f"Imagine a town hall meeting with 20,000 residents [{n}]."
     env = {"OPENAI_BASE_URL": fake.url, "OPENAI_API_KEY": "sk-test", "CHATBOT_MODEL": "test-model"}
     fake.script = [{"content": content}, {"content": content}]
