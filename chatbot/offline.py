@@ -33,10 +33,14 @@ _CONVERSATION = re.compile(r"<conversation>\s*(.*?)\s*</conversation>", re.DOTAL
 _SENTENCE_END = re.compile(r"(?:(?<=[.!?…])|(?<=[.!?…][\"”’)]))\s+(?=[\"“‘(A-Z0-9])")
 # Words that point back into the conversation: a question using them does not stand alone.
 _REFERRING = re.compile(
-    r"\b(it|its|they|them|their|this|that|these|those|he|she|his|her|the (paper|work|summary|"
-    r"study|approach|method|authors?|model|problem|idea))\b",
+    r"\b(it|its|they|them|their|this|that|these|those|he|she|his|her|there|the (paper|work|"
+    r"summary|study|approach|method|authors?|model|problem|idea|example|one|first|second|"
+    r"third|last|latter|former))\b",
     re.IGNORECASE,
 )
+# A question opening with a connective ("And the first one?", "So what do you end up with…?",
+# "What about its limits?") carries on from the turn before.
+_CONTINUING = re.compile(r"^\s*(?:and|so|but|also|then|what about|how about)\b", re.IGNORECASE)
 # A summary cut short ends its last sentence with "...": the sentence is what came before.
 _CUT = re.compile(r"\s*(?:\.\.\.|…)$")
 # "This is the challenge of X." needs the sentence before it to mean anything.
@@ -381,6 +385,20 @@ def _with_antecedent(s: _Sentence, sentences: list[_Sentence]) -> _Sentence:
     return replace(s, index=prev.index, text=f"{prev.text} {s.text}")
 
 
+def _continues(question: str, users: list[str]) -> bool:
+    """Whether `question` carries on from the conversation rather than standing alone.
+
+    It does when it points back ("it", "there", "the first one"), opens with a connective ("and",
+    "so", "what about"), names almost nothing of its own, or repeats a word of an earlier turn
+    ("In the usual picture, what does the platform do?" after a turn about platforms).
+    """
+    own = set(terms(question))
+    earlier = {t for u in users for t in terms(u)}
+    return bool(
+        _REFERRING.search(question) or _CONTINUING.match(question) or len(own) <= 1 or own & earlier
+    )
+
+
 def condense_from_prompt(prompt: str) -> str:
     """A standalone question: a follow-up that refers back gets the earlier topic attached."""
     question_match = _QUESTION.search(prompt)
@@ -388,7 +406,7 @@ def condense_from_prompt(prompt: str) -> str:
     conv = _CONVERSATION.search(prompt)
     turns = conv.group(1).splitlines() if conv else []
     users = [html.unescape(t[len("User:") :].strip()) for t in turns if t.startswith("User:")]
-    if not users or not (_REFERRING.search(question) or len(terms(question)) <= 1):
+    if not users or not _continues(question, users):
         return question
     # The topic is in the latest turn that names one ("Is there a summary about X?"), not in a
     # turn that itself points back ("Which ones does it name?"): take the turns since that one.
