@@ -230,13 +230,15 @@ def answer_from_prompt(prompt: str, said: Sequence[str] = ()) -> str:
     if not sentences or not terms(question):
         return NO_ANSWER
     scorer = _Scorer.build(question, sentences, passages)
-    if _ABOUT in question:
+    earlier = {s.n for s in sentences if _already_said(s, said)} if _ABOUT in question else set()
+    for n in earlier:
         # A follow-up pointing back ("it", "that subject") is about the paper the conversation
         # was on: the passages an earlier answer quoted count for more.
-        for n in {s.n for s in sentences if _already_said(s, said)}:
-            scorer.context[n] += EARLIER_PASSAGE_BONUS
+        scorer.context[n] += EARLIER_PASSAGE_BONUS
     listing = asks_for_list(question)
-    if not listing and not scorer.on_topic(sentences, _titles(prompt), question):
+    # A follow-up on a paper an earlier answer quoted is on a subject the corpus has: its
+    # wording ("And the first one?") need not resemble a sentence.
+    if not listing and not earlier and not scorer.on_topic(sentences, _titles(prompt), question):
         return NO_ANSWER
     ranked = sorted(sentences, key=lambda s: (-scorer.score(s), s.rank, s.index))
     if listing:
