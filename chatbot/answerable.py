@@ -94,8 +94,11 @@ _NAMED_KINDS = (
     "models?|language models?|algorithms?|datasets?|benchmarks?|optimi[sz]ers?|architectures?|"
     "companies|company|organi[sz]ations?|hardware|robots?|libraries|library|software|countries"
 )
+# The words between "which" and the kind describe it ("which two commercial models"); a verb
+# there ("what might an organisation … want") makes the kind the subject of another question.
+_FILLER = r"(?!(?:might|may|does|do|did|is|are|was|were|can|could|would|should|will)\b)[\w-]+\s+"
 _WHICH_NAMED = re.compile(
-    rf"\b(?:which|what)\s+(?:[\w-]+\s+){{0,3}}?(?:{_NAMED_KINDS})\b(?!\s+(?:of|for)\b)",
+    rf"\b(?:which|what)\s+(?:{_FILLER}){{0,3}}?(?:{_NAMED_KINDS})\b(?!\s+(?:of|for)\b)",
     re.IGNORECASE,
 )
 # A name inside a sentence, not its first word: a word with a digit (GPT-4o, Claude 3.5), mixed
@@ -170,9 +173,36 @@ def _count_of(asked: str) -> Check:
             return bool(counted)
         if any(head[0] in terms(c) for c in counted):
             return True
+        # A misspelt unit ("resdents") still names what a figure counts ("10,000 residents").
+        if any(near_term(unit_words[-1].lower(), re.findall(r"\w+", c.lower())) for c in counted):
+            return True
         return float(similarity(unit, counted).max()) >= SAME_THING
 
     return gives
+
+
+def edit_distance(a: str, b: str, limit: int = 2) -> int:
+    """Levenshtein distance between `a` and `b`, or `limit + 1` when it is larger than `limit`."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        if min(current) > limit:
+            return limit + 1
+        previous = current
+    return previous[-1]
+
+
+def near_term(term: str, vocabulary: Sequence[str]) -> bool:
+    """Whether `term` or a misspelling of it is in `vocabulary` ("resdent" for "resident").
+
+    One edit is allowed in a term of up to five letters, two in a longer one.
+    """
+    limit = 1 if len(term) <= 5 else 2
+    return term in vocabulary or any(edit_distance(term, v, limit) <= limit for v in vocabulary)
 
 
 class Similarity:

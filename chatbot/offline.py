@@ -247,11 +247,19 @@ def answer_from_prompt(prompt: str, said: Sequence[str] = ()) -> str:
     if checks:
         # "How many parameters…", "Which model…": only a sentence that states such a figure or
         # name answers; passages on the topic without it do not.
+        # The sentence that answers best on words and meaning counts when it supplies the kind
+        # ("thousands of tiny muscle movements" for "how many small motor actions"); another
+        # must also share enough of the question.
+        first = ranked[0]
         ranked = [
             s
             for s in ranked
             if all(supplies(s.text, s.terms) for supplies in checks)
-            and (scorer.own(s) > MIN_QUANTITY_OVERLAP or scorer.near[s] >= MIN_KIND_SIMILARITY)
+            and (
+                s is first
+                or scorer.own(s) > MIN_QUANTITY_OVERLAP
+                or scorer.near[s] >= MIN_KIND_SIMILARITY
+            )
         ]
         if not ranked:
             return NO_ANSWER
