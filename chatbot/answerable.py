@@ -110,6 +110,26 @@ _NAME = re.compile(
 )
 
 
+def unknown_names(question: str, known: str) -> list[str]:
+    """The names the question uses ("GPT-3", "Adam", "NeurIPS") that `known` never mentions.
+
+    `known` is the passages' text, titles and authors. A question about a system, place or
+    person the passages do not name is about something they do not cover, however close its
+    other words come. The first word of a sentence is not read as a name, and a misspelt name
+    ("Hopfeild") still counts as mentioned.
+    """
+    seen = set(re.findall(r"[\w.-]+", known.lower()))
+    missing = []
+    for match in _NAME.finditer(question):
+        before = question[: match.start()].rstrip()
+        if not before or before[-1] in ".!?:":
+            continue
+        name = match.group(0).rstrip(".-").lower()
+        if name not in seen and (len(name) < 6 or not near_term(name, sorted(seen))):
+            missing.append(match.group(0))
+    return missing
+
+
 def answer_checks(question: str) -> list[Check]:
     """What a sentence must supply to answer `question`: a figure, a name, or both if both asked."""
     checks = [check for check in (figure_check(question), name_check(question)) if check]

@@ -20,7 +20,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
-from .answerable import answer_checks, similarity
+from .answerable import answer_checks, similarity, unknown_names
 from .keyword import asks_for_list, terms
 from .prompts import NO_ANSWER
 
@@ -166,6 +166,11 @@ def _read_prompt(prompt: str) -> tuple[str, list[_Sentence], dict[int, frozenset
     return question, sentences, passages
 
 
+def _known_text(prompt: str) -> str:
+    """Everything the passages say, with their titles and authors."""
+    return html.unescape(" ".join(" ".join(m.groups("")) for m in _PASSAGE.finditer(prompt)))
+
+
 def _titles(prompt: str) -> dict[int, str]:
     """Each passage's title, by passage number."""
     return {int(m.group(1)): html.unescape(m.group(2)) for m in _PASSAGE.finditer(prompt)}
@@ -235,6 +240,9 @@ def answer_from_prompt(prompt: str, said: Sequence[str] = ()) -> str:
         # A follow-up pointing back ("it", "that subject") is about the paper the conversation
         # was on: the passages an earlier answer quoted count for more.
         scorer.context[n] += EARLIER_PASSAGE_BONUS
+    if unknown_names(question.split(_ABOUT)[0], _known_text(prompt)):
+        # "How many parameters does GPT-3 have?": the passages never name what is asked about.
+        return NO_ANSWER
     listing = asks_for_list(question)
     # A follow-up on a paper an earlier answer quoted is on a subject the corpus has: its
     # wording ("And the first one?") need not resemble a sentence.
