@@ -33,6 +33,7 @@ from .types import Passage, Support, Unsupported
 from .wording import (
     CONTRAST,
     absolutes,
+    causation,
     figures,
     has_figure,
     mentions,
@@ -59,12 +60,14 @@ MISSING_NAME = 0.4
 NEGATION_FLIP = 0.5
 OPPOSITE = 0.5
 ABSOLUTE = 0.6
+INVENTED_CAUSE = 0.6
 CACHED_PASSAGES = 512
 # An answer sentence with fewer content words than this ("In short:", "Here is what they say.")
 # states nothing to check.
 MIN_STATEMENT_TERMS = 3
 
 Span = tuple[int, int]
+_NEGATING_PREFIXES = ("in", "un", "non", "im", "ir", "il", "dis")
 
 _MARKER = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)]|#+)\s+")
@@ -107,6 +110,9 @@ class _Claim:
     negated: frozenset[str]  # its terms that a negation bears on
     absolutes: frozenset[str]
     polar: frozenset[str]  # its words of the opposite pairs, before any "rather than"
+    cause: (
+        tuple[frozenset[str], frozenset[str]] | None
+    )  # the terms of a cause it states, of its effect
 
 
 @dataclass(frozen=True)
@@ -355,6 +361,7 @@ def parse_claim(claim: str) -> _Claim:
         absolutes(text),
         # "amplifies noise rather than cancelling it" asserts the first half only.
         polar_words(CONTRAST.split(text)[0]),
+        causation(text),
     )
 
 
@@ -440,9 +447,28 @@ def _quote_penalty(claim: _Claim, passage: _Passage, group: tuple[int, ...]) -> 
     have = frozenset().union(*(passage.terms[j] for j in group))
     negated = frozenset().union(*(passage.negated[j] for j in group))
     polar = frozenset().union(*(passage.polar[j] for j in group))
+    # "incoherently" negates "coherence": a negating prefix on a word the claim negates.
+    negated |= {t for t in claim.negated if any(p + t in have for p in _NEGATING_PREFIXES)}
     factor = 1.0
-    if bool(claim.negated & have) != bool(negated & claim.terms):
+    # Polarity of the matched clause: a negation on either side that bears on shared words is
+    # contradicted only when the other side holds no negation at all ("were rare" and "weren't
+    # prevalent" agree).
+    if (claim.negated & have and not negated) or (negated & claim.terms and not claim.negated):
         factor *= NEGATION_FLIP
     if opposed(claim.polar, polar):
         factor *= OPPOSITE
+    if claim.cause is not None and _invented_cause(claim.cause, passage, group):
+        factor *= INVENTED_CAUSE
     return factor
+
+
+def _invented_cause(
+    cause: tuple[frozenset[str], frozenset[str]], passage: _Passage, group: tuple[int, ...]
+) -> bool:
+    """Whether these sentences state a cause and the claim gives theirs as the effect ("X because
+    Y" where they say "Y because X"). Sentences stating none may imply it ("They mimic human
+    reasoning" after "Decision trees are the poster child for interpretability"): no evidence."""
+    said = causation(" ".join(passage.sentence(j) for j in group))
+    if said is None or not all(said):
+        return False
+    return len(cause[0] & said[1]) > len(cause[0] & said[0])

@@ -28,7 +28,7 @@ _SCALE = {"hundred": 100, "thousand": 1e3, "million": 1e6, "billion": 1e9, "tril
 _FIGURE = re.compile(
     r"(?<![\w.-])(\d[\d,]*(?:\.\d+)?)(?:%|x\b|([KMBT])\b)?(?!\w|[.,]\d)|\b("
     + "|".join(_SMALL)
-    + r")\b",
+    + r")s?\b",
     re.IGNORECASE,
 )
 # "7B parameters", "2T tokens": a letter after the digits scales them.
@@ -42,11 +42,17 @@ _RANGE_SCALE = re.compile(
 # (GPT-4o), or a capitalised word that does not open a sentence.
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-.][A-Za-z0-9]+)*")
 _OPENS = re.compile(r"(?:^|[.!?:;]\s+|[\"“‘'(]\s*)$")
+# Negations, and words of negative polarity that say the same in other words ("rare" for "not
+# prevalent", "lacks" for "has no", "a long way from" for "not"): a claim and a sentence that
+# each hold one agree in polarity, whichever words they use.
 _NEGATION = re.compile(
     r"\b(?:not|no|never|cannot|neither|nor|none|nothing|unable|incapable|impossible|rarely|"
-    r"seldom|hardly|fail(?:s|ed)?\s+to|rather\s+than|instead\s+of)\b|n['’]t\b",
+    r"seldom|hardly|barely|fail(?:s|ed|ing)?|rather\s+than|instead\s+of|without|lack(?:s|ed|ing)?|"
+    r"(?:is|are|was|were|be|been|remains?|remained)\s+(?:rare|scarce)|absent|absence|(?:too|very|so)\s+(?:few|little)|far\s+from|a\s+long\s+way\s+from|"
+    r"mov(?:e|es|ed|ing)\s+(?:past|beyond)|do(?:es|ing)?\s+more\s+than|beyond\s+(?:mere|simple|just))\b|n['’]t\b",
     re.IGNORECASE,
 )
+_CLAUSE_END = re.compile(r"[;:—–]|\s-\s")
 CONTRAST = re.compile(r"\b(?:rather than|instead of)\b")
 _OPPOSITES = [
     ("increase", "decrease"), ("improve", "worsen"), ("improve", "degrade"), ("improve", "hurt"),
@@ -87,7 +93,11 @@ def figures(text: str) -> frozenset[float]:
             value = float(m.group(1).replace(",", ""))
             value *= _LETTER_SCALE.get((m.group(2) or "").lower(), 1)
         else:
-            value = float(_SMALL[m.group(3).lower()])
+            word = m.group(3).lower()
+            value = float(_SMALL[word])
+            if m.group(0).lower() != word:
+                # "hundreds", "thousands": a magnitude, not the exact figure "1,000".
+                value += 0.5
         scale = _SCALE_AFTER.match(text, m.end()) or _RANGE_SCALE.match(text, m.end())
         if scale and (m.group(1) or m.group(3).lower() not in _SCALE):
             value *= _SCALE[scale.group(1).lower()]
@@ -119,7 +129,10 @@ def negated_terms(text: str) -> frozenset[str]:
         if sentence.rstrip('"”’)').endswith("?"):
             continue
         for m in _NEGATION.finditer(sentence):
-            after = terms(sentence[m.end() : m.end() + 80])[:NEGATION_SCOPE]
+            # Within its clause: "no longer just text processors; they are evolving" negates
+            # the processors, not the evolving.
+            clause = _CLAUSE_END.split(sentence[m.end() : m.end() + 80])[0]
+            after = terms(clause)[:NEGATION_SCOPE]
             # "… speak is impossible.": a negation ending its sentence bears on what came before.
             before = terms(sentence[max(0, m.start() - 80) : m.start()])[-NEGATION_SCOPE:]
             out.update(after or before)
@@ -157,6 +170,40 @@ def has_figure(value: float, given: frozenset[float]) -> bool:
 
 def mentions(lowered: str, name: str) -> bool:
     """Whether the lowercased passage names `name` (a plural "RNNs" matches "RNN" too)."""
-    name = name.lower()
+    if _ACRONYM.fullmatch(name) and _spelled_out(lowered, name.rstrip("s")):
+        return True
+    name = name.lower().replace("’", "'").removesuffix("'s")
     stems = {name, name[:-1]} if name.endswith("s") and len(name) > 3 else {name}
     return any(re.search(rf"(?<![a-z0-9]){re.escape(s)}", lowered) for s in stems)
+
+
+_ACRONYM = re.compile(r"[A-Z]{2,6}s?")
+
+
+def _spelled_out(lowered: str, acronym: str) -> bool:
+    """Whether the lowercased text spells `acronym` out ("AI": "artificial intelligence")."""
+    words = r"[\s-]+".join(rf"{c.lower()}[a-z]*" for c in acronym)
+    return re.search(rf"\b{words}", lowered) is not None
+
+
+# Words that state a cause: after a backward one comes the cause ("X because Y"), after a
+# forward one the effect ("X leads to Y").
+_BACKWARD = r"because|since|due\s+to|as\s+a\s+result\s+of|thanks\s+to|owing\s+to|given\s+that"
+_FORWARD = (
+    r"therefore|thus|hence|lead(?:s|ing)?\s+to|led\s+to|caus(?:e|es|ed|ing)|"
+    r"result(?:s|ed|ing)?\s+in|which\s+means"
+)
+_CAUSAL = re.compile(rf"\b(?:({_BACKWARD})|({_FORWARD}))\b", re.IGNORECASE)
+
+
+def causation(text: str) -> tuple[frozenset[str], frozenset[str]] | None:
+    """The terms of the cause and of the effect `text` states first, or None without one."""
+    m = _CAUSAL.search(text)
+    if m is None:
+        return None
+    before, after = text[: m.start()], text[m.end() :]
+    if m.group(1) and not terms(before) and "," in after:
+        # "Because X, Y": the cause ends at the comma.
+        after, before = after.split(",", 1)
+    before, after = frozenset(terms(before)), frozenset(terms(after))
+    return (after, before) if m.group(1) else (before, after)
