@@ -14,6 +14,7 @@ Two signals that carry over to questions never seen:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import threading
@@ -214,6 +215,47 @@ def edit_distance(a: str, b: str, limit: int = 2) -> int:
             return limit + 1
         previous = current
     return previous[-1]
+
+
+def correct_typos(question: str, words: set[str]) -> str:
+    """`question` with each misspelt word replaced by the passage word it is closest to.
+
+    A word of six letters or more that is not an English word (`known_words`) and that the
+    passages do not use but come within one edit of ("summry", "theorms"; two edits from eight
+    letters: "alinging") is a typo, not a subject they lack: read as written it hides the
+    question's topic from the sentence similarity. A real word ("causes", "auction") is kept.
+    """
+
+    english = known_words()
+
+    def fix(match: re.Match) -> str:
+        word = match.group(0)
+        lower = word.lower()
+        if len(lower) < 6 or lower in words or lower in english or not english:
+            return word
+        limit = 1 if len(lower) < 8 else 2
+        close = [
+            (edit_distance(lower, w, limit), w) for w in words if abs(len(w) - len(lower)) <= limit
+        ]
+        best = min((c for c in close if c[0] <= limit), default=None)
+        return best[1] if best else word
+
+    return re.sub(r"[A-Za-z][a-z]+", fix, question)
+
+
+@functools.cache
+def known_words() -> frozenset[str]:
+    """The whole words of the installed MiniLM tokenizer's vocabulary (about 22,000 English
+    words); empty when the model is not installed, and then no word is taken for a typo."""
+    try:
+        from tokenizers import Tokenizer
+
+        from .embeddings import default_model_dir
+
+        vocab = Tokenizer.from_file(str(default_model_dir() / "tokenizer.json")).get_vocab()
+    except Exception:  # no model installed: nothing is taken for a typo
+        return frozenset()
+    return frozenset(w for w in vocab if w.isalpha())
 
 
 def near_term(term: str, vocabulary: Sequence[str]) -> bool:

@@ -20,7 +20,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
-from .answerable import answer_checks, similarity, unknown_names
+from .answerable import answer_checks, correct_typos, similarity, unknown_names
 from .keyword import asks_for_list, terms
 from .prompts import NO_ANSWER
 
@@ -231,6 +231,8 @@ def answer_from_prompt(prompt: str, said: Sequence[str] = ()) -> str:
     already quoted unless nothing else answers.
     """
     question, sentences, passages = _read_prompt(prompt)
+    listing = asks_for_list(question)
+    question = correct_typos(question, set(re.findall(r"[a-z]+", _known_text(prompt).lower())))
     sentences = [s for s in sentences if not _restates(s, question)]
     if not sentences or not terms(question):
         return NO_ANSWER
@@ -243,7 +245,6 @@ def answer_from_prompt(prompt: str, said: Sequence[str] = ()) -> str:
     if unknown_names(question.split(_ABOUT)[0], _known_text(prompt)):
         # "How many parameters does GPT-3 have?": the passages never name what is asked about.
         return NO_ANSWER
-    listing = asks_for_list(question)
     # A follow-up on a paper an earlier answer quoted is on a subject the corpus has: its
     # wording ("And the first one?") need not resemble a sentence.
     if not listing and not earlier and not scorer.on_topic(sentences, _titles(prompt), question):
