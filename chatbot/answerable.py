@@ -203,17 +203,21 @@ def _count_of(asked: str) -> Check:
 
 
 def edit_distance(a: str, b: str, limit: int = 2) -> int:
-    """Levenshtein distance between `a` and `b`, or `limit + 1` when it is larger than `limit`."""
+    """Edits (insert, delete, replace, swap neighbours) from `a` to `b`; `limit + 1` above it."""
     if abs(len(a) - len(b)) > limit:
         return limit + 1
+    before: list[int] = []
     previous = list(range(len(b) + 1))
     for i, ca in enumerate(a, 1):
         current = [i]
         for j, cb in enumerate(b, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+            cost = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cost = min(cost, before[j - 2] + 1)  # "alinging" / "aligning": one swap
+            current.append(cost)
         if min(current) > limit:
             return limit + 1
-        previous = current
+        before, previous = previous, current
     return previous[-1]
 
 
@@ -221,9 +225,9 @@ def correct_typos(question: str, words: set[str]) -> str:
     """`question` with each misspelt word replaced by the passage word it is closest to.
 
     A word of six letters or more that is not an English word (`known_words`) and that the
-    passages do not use but come within one edit of ("summry", "theorms"; two edits from eight
-    letters: "alinging") is a typo, not a subject they lack: read as written it hides the
-    question's topic from the sentence similarity. A real word ("causes", "auction") is kept.
+    passages do not use but come within one edit of ("summry", "theorms", "alinging") is a
+    typo, not a subject they lack: read as written it hides the question's topic from the
+    sentence similarity. A real word ("causes", "auction") is kept.
     """
 
     english = known_words()
@@ -233,11 +237,8 @@ def correct_typos(question: str, words: set[str]) -> str:
         lower = word.lower()
         if len(lower) < 6 or lower in words or lower in english or not english:
             return word
-        limit = 1 if len(lower) < 8 else 2
-        close = [
-            (edit_distance(lower, w, limit), w) for w in words if abs(len(w) - len(lower)) <= limit
-        ]
-        best = min((c for c in close if c[0] <= limit), default=None)
+        close = [(edit_distance(lower, w, 1), w) for w in words if abs(len(w) - len(lower)) <= 1]
+        best = min((c for c in close if c[0] <= 1), default=None)
         return best[1] if best else word
 
     return re.sub(r"[A-Za-z][a-z]+", fix, question)
