@@ -41,6 +41,8 @@ from .wording import (
     negated_terms,
     opposed,
     polar_words,
+    restrictions,
+    units,
 )
 
 # `supported` is `score >= THRESHOLD`. Tuned on claims_dev.jsonl (80 claims, half supported) and
@@ -110,9 +112,9 @@ class _Claim:
     negated: frozenset[str]  # its terms that a negation bears on
     absolutes: frozenset[str]
     polar: frozenset[str]  # its words of the opposite pairs, before any "rather than"
-    cause: (
-        tuple[frozenset[str], frozenset[str]] | None
-    )  # the terms of a cause it states, of its effect
+    cause: tuple[frozenset[str], frozenset[str]] | None  # the terms of a cause, of its effect
+    units: frozenset[str]  # units of time it measures in
+    restrictions: frozenset[str]  # "only", "already": patterns the quote must match
 
 
 @dataclass(frozen=True)
@@ -362,6 +364,8 @@ def parse_claim(claim: str) -> _Claim:
         # "amplifies noise rather than cancelling it" asserts the first half only.
         polar_words(CONTRAST.split(text)[0]),
         causation(text),
+        units(text),
+        restrictions(text),
     )
 
 
@@ -426,14 +430,19 @@ def lexical(claim: _Claim, passage: _Passage) -> _Lexical:
         # "It doesn't ask for clarification" through a sentence that does not mention it.
         top = max(c.coverage for c in candidates)
         against = min(c.penalty for c in candidates if c.coverage == top)
-        candidates = [replace(c, penalty=min(c.penalty, against)) for c in candidates]
+        candidates = [
+            replace(c, penalty=min(c.penalty, against) * _restricted(claim, passage, c.group))
+            for c in candidates
+        ]
     return _Lexical(passage, tuple(candidates), _passage_penalty(claim, passage))
 
 
 def _passage_penalty(claim: _Claim, passage: _Passage) -> float:
     """Factors for the claim's figures, names and absolute qualifiers the passage never gives."""
     factor = 1.0
-    if any(not has_figure(v, passage.numbers) for v in claim.numbers):
+    if any(not has_figure(v, passage.numbers) for v in claim.numbers) or not claim.units <= units(
+        passage.lowered
+    ):
         factor *= MISSING_NUMBER
     if any(not mentions(passage.lowered, name) for name in claim.names):
         factor *= MISSING_NAME
@@ -460,6 +469,16 @@ def _quote_penalty(claim: _Claim, passage: _Passage, group: tuple[int, ...]) -> 
     if claim.cause is not None and _invented_cause(claim.cause, passage, group):
         factor *= INVENTED_CAUSE
     return factor
+
+
+def _restricted(claim: _Claim, passage: _Passage, group: tuple[int, ...]) -> float:
+    """The factor for a restriction of the claim ("only", "already") these sentences lack; unlike
+    a negation it holds for its own sentences only, as another may state it."""
+    if not claim.restrictions:
+        return 1.0
+    quote = " ".join(passage.sentence(j) for j in group).lower()
+    missing = any(not re.search(rf"\b(?:{r})", quote) for r in claim.restrictions)
+    return ABSOLUTE if missing else 1.0
 
 
 def _invented_cause(

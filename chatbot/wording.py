@@ -63,7 +63,7 @@ _OPPOSITES = [
     ("simple", "complex"), ("clean", "messy"), ("success", "failure"), ("strong", "weak"),
     ("outperform", "underperform"), ("rise", "fall"), ("gain", "loss"), ("respect", "ignore"),
     ("include", "exclude"), ("accept", "reject"), ("robust", "fragile"), ("succeed", "fail"),
-    ("always", "never"), ("often", "rarely"),
+    ("always", "never"), ("often", "rarely"), ("flexible", "rigid"), ("local", "global"),
 ]  # fmt: skip
 _POLAR = frozenset(w[:5] for pair in _OPPOSITES for w in pair)
 _ABSOLUTE = re.compile(
@@ -72,11 +72,16 @@ _ABSOLUTE = re.compile(
     re.IGNORECASE,
 )
 # Absolute qualifiers that say the same: any of the group in the passage backs the claim's.
-_SAME = ["full|complete|entire|total", "always|invariabl", "mere|just|simpl|only", "prove|proof"]
+_SAME = [
+    "full|complete|entire|total",
+    "always|invariabl",
+    "mere|just|simpl|only",
+    "prove|proof",
+]
 _SYNONYMS = {
     word: group
     for group in _SAME
-    for word in ("fully completely entirely always merely proves proven".split())
+    for word in ("fully completely entirely always merely proves proven").split()
     if re.match(rf"(?:{group})", word)
 }
 _NEGATED_BEFORE = re.compile(r"(?:\bnot|n['’]t|\bnever)\s+(?:\w+\s+)?$", re.IGNORECASE)
@@ -149,6 +154,28 @@ def absolutes(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
+# Restrictions a claim may add to what a sentence says ("can only interpolate", "already clean
+# up"): each must stand in the sentence itself, in one of its wordings.
+_RESTRICTION = {
+    "only": "only|solely|exclusively|entirely|purely|just|merely",
+    "solely": "only|solely|exclusively|entirely|purely|just|merely",
+    "exclusively": "only|solely|exclusively|entirely|purely|just|merely",
+    "already": "already",
+    "reliably": "reliabl|robust|consistent",
+}
+_RESTRICTS = re.compile(r"\b(?:" + "|".join(_RESTRICTION) + r")\b", re.IGNORECASE)
+
+
+def restrictions(text: str) -> frozenset[str]:
+    """The restrictions `text` states, each as the pattern of its wordings; negated ones ("not
+    only") claim less and do not count."""
+    return frozenset(
+        _RESTRICTION[m.group(0).lower()]
+        for m in _RESTRICTS.finditer(text)
+        if not _NEGATED_BEFORE.search(text[: m.start()])
+    )
+
+
 def polar_words(text: str) -> frozenset[str]:
     """The words of `text` that belong to an opposite pair, by their first five letters."""
     words = set(re.findall(r"[a-z]+", text.lower()))
@@ -207,3 +234,12 @@ def causation(text: str) -> tuple[frozenset[str], frozenset[str]] | None:
         after, before = after.split(",", 1)
     before, after = frozenset(terms(before)), frozenset(terms(after))
     return (after, before) if m.group(1) else (before, after)
+
+
+# Units of time: "for an hour" where the passage says "twenty minutes" changes the figure.
+_UNIT = re.compile(r"\b(second|minute|hour|day|week|month|year|decade|centur)(?:y|ies|s)?\b", re.I)
+
+
+def units(text: str) -> frozenset[str]:
+    """The units of time `text` measures in."""
+    return frozenset(m.group(1).lower() for m in _UNIT.finditer(text))
