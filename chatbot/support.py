@@ -464,7 +464,13 @@ def _quote_penalty(claim: _Claim, passage: _Passage, group: tuple[int, ...]) -> 
     # prevalent" agree).
     if (claim.negated & have and not negated) or (negated & claim.terms and not claim.negated):
         factor *= NEGATION_FLIP
-    if opposed(claim.polar, polar):
+    # An opposite counts where the sentence holding it speaks to the claim, not in a title
+    # ("Small language models …") run in with the sentence that does ("bigger is better").
+    if opposed(claim.polar, polar) and any(
+        opposed(claim.polar, passage.polar[j])
+        and len(claim.terms & passage.terms[j]) >= 2
+        for j in group
+    ):
         factor *= OPPOSITE
     if claim.cause is not None and _invented_cause(claim.cause, passage, group):
         factor *= INVENTED_CAUSE
