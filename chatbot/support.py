@@ -62,7 +62,7 @@ MISSING_NAME = 0.4
 NEGATION_FLIP = 0.5
 OPPOSITE = 0.5
 ABSOLUTE = 0.6
-INVENTED_CAUSE = 0.6
+INVENTED_CAUSE = 0.5
 CACHED_PASSAGES = 512
 # An answer sentence with fewer content words than this ("In short:", "Here is what they say.")
 # states nothing to check.
@@ -467,8 +467,7 @@ def _quote_penalty(claim: _Claim, passage: _Passage, group: tuple[int, ...]) -> 
     # An opposite counts where the sentence holding it speaks to the claim, not in a title
     # ("Small language models …") run in with the sentence that does ("bigger is better").
     if opposed(claim.polar, polar) and any(
-        opposed(claim.polar, passage.polar[j])
-        and len(claim.terms & passage.terms[j]) >= 2
+        opposed(claim.polar, passage.polar[j]) and len(claim.terms & passage.terms[j]) >= 2
         for j in group
     ):
         factor *= OPPOSITE

@@ -64,6 +64,7 @@ _OPPOSITES = [
     ("outperform", "underperform"), ("rise", "fall"), ("gain", "loss"), ("respect", "ignore"),
     ("include", "exclude"), ("accept", "reject"), ("robust", "fragile"), ("succeed", "fail"),
     ("always", "never"), ("often", "rarely"), ("flexible", "rigid"), ("local", "global"),
+    ("big", "small"), ("large", "small"),
 ]  # fmt: skip
 _POLAR = frozenset(w[:5] for pair in _OPPOSITES for w in pair)
 _ABSOLUTE = re.compile(

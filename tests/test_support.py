@@ -177,3 +177,68 @@ def test_ask_shows_unsupported_sentences_in_json_and_marks_them_in_text(fake, bu
     assert "⚠ not found in the cited source [1]: “Imagine a town hall meeting with 20,000" in (
         result.stdout
     ), result.stdout
+
+
+MLLM = "04-multimodal-llm-knowledge.md"  # "… details weren’t prevalent in its pre-training data"
+OT = "05-optimal-transport.md"  # "the gold standard … because it respects the … geometry"
+ROBOT = "09-embodied-mllm-agents.md"  # "figure out the thousands of tiny muscle movements"
+SMALL_LM = "14-small-lm-math-reasoning.md"  # "the prevailing wisdom in Artificial Intelligence"
+SPEECH = "17-long-form-speech.md"  # "keep going for twenty minutes", "ramble incoherently"
+
+# Each rule of the check, with a faithful paraphrase it must let through and a change it must
+# flag, on real summaries.
+RULES = [
+    (
+        "a negation said with a word of negative polarity ('lacked' for 'weren't prevalent')",
+        MLLM,
+        "When its pre-training data lacked the specific migration details, the model might "
+        "confidently invent a migration route.",
+        "When its pre-training data held the specific migration details, the model might "
+        "confidently invent a migration route.",
+    ),
+    (
+        "an acronym matched with its spelled-out form, and a title's opposite ignored",
+        SMALL_LM,
+        "For a long time the prevailing wisdom in AI was that bigger is better.",
+        "For a long time the prevailing wisdom in AI was that smaller is better.",
+    ),
+    (
+        "a magnitude word ('hundreds') is a figure of its own",
+        ROBOT,
+        "A generalist robot would have to work out thousands of tiny muscle movements to tidy "
+        "up the kitchen.",
+        "A generalist robot would have to work out hundreds of tiny muscle movements to tidy "
+        "up the kitchen.",
+    ),
+    (
+        "a unit of time counts with the figure",
+        SPEECH,
+        "The summary imagines asking the model to keep going for twenty minutes.",
+        "The summary imagines asking the model to keep going for twenty hours.",
+    ),
+    (
+        "a restriction ('already') must stand in the supporting sentence",
+        ROBOT,
+        "The dream is a generalist robot that understands a command like clean up the kitchen.",
+        "A generalist robot already understands a command like clean up the kitchen.",
+    ),
+    (
+        "a cause given as the effect",
+        OT,
+        "OT has long been the gold standard for comparing probability distributions because it "
+        "respects the underlying geometry of the data.",
+        "The underlying geometry of the data has long been respected because OT is the gold "
+        "standard for comparing probability distributions.",
+    ),
+]
+
+
+@pytest.mark.parametrize(("rule", "name", "paraphrase", "changed"), RULES)
+def test_each_rule_supports_the_paraphrase_and_flags_the_change(
+    bot, rule, name, paraphrase, changed
+):
+    passage = summary(name)
+    kept = bot.check_claim(paraphrase, passage)
+    assert kept.supported, f"{rule}: {paraphrase!r} should be supported ({kept})"
+    flagged = bot.check_claim(changed, passage)
+    assert not flagged.supported, f"{rule}: {changed!r} should be flagged ({flagged})"
