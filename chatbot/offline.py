@@ -442,6 +442,11 @@ class OfflineChatModel(BaseChatModel):
     chunk_words: int = 1
     # It reads any prompt whole and costs nothing: no context window to fit, no tokens to count.
     counts_tokens: ClassVar[bool] = False
+    # It abstains by itself when the passages do not answer (the question names what they never
+    # mention, no sentence is about it, none gives the figure or name asked for), so the
+    # pipeline asks it even when retrieval scores low: a paraphrase or a misspelt question
+    # often does, and on the tuning sets that floor stopped answerable questions only.
+    judges_answerability: ClassVar[bool] = True
 
     @property
     def _llm_type(self) -> str:

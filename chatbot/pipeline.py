@@ -214,8 +214,9 @@ def answer_stream(
     found = retrieve(parts.retriever, standalone, k, where, parts.settings.top_k)
     clock.lap("retrieve")
     finish = partial(to_answer, question, standalone, model=model, clock=clock)
-    if not found.relevant:
-        # Nothing relevant: say so without asking the model to invent something.
+    if not found.relevant and not getattr(model.llm, "judges_answerability", False):
+        # Nothing relevant: say so without asking the model to invent something. The offline
+        # model checks on the passages themselves whether they answer, so it is always asked.
         return AnswerStream([NO_ANSWER], partial(finish, passages=found.passages))
     prompt = fit_prompt(model, standalone, found.passages, history)
     numbers: dict[int, int] = {}  # filled while the answer streams
