@@ -11,8 +11,9 @@ passage vector and BM25 (bm25s, the keyword index's stemming) over every passage
 text, fused as `Retriever.search` fuses them (each side's 4k best passages pooled, both sides
 scoring the pool, min-max normalised, keyword weight 0.5, k = 30 passages ranked by document).
 Each variant changes one thing: BM25's k1 and b, a separately weighted title field (BM25F-like),
-the normalisation, the pool's depth, the keyword weight, a floor on the terms' document frequency,
-and pseudo-relevance feedback on either side. A file of records asks every third title.
+the normalisation, the pool's depth, the keyword weight, scoring a document by more than its best
+passage, a floor on the terms' document frequency, and pseudo-relevance feedback on either side.
+A file of records asks every third title.
 """
 
 from __future__ import annotations
@@ -54,12 +55,17 @@ def zscore(x: np.ndarray) -> np.ndarray:
     return (x - x.mean()) / (x.std() + 1e-9)
 
 
-def fused(dense, keyword, weight=0.5, depth=4 * PASSAGES, norm=minmax) -> np.ndarray:
-    """Passage rows, best first, as `Retriever.search` fuses both sides over their pooled best."""
+def pooled(dense, keyword, weight=0.5, depth=4 * PASSAGES, norm=minmax):
+    """Each side's `depth` best passages pooled, and their fused scores, as `Retriever.search`."""
     pool = np.argpartition(-dense, depth)[:depth]
     best = np.argpartition(-keyword, depth)[:depth]
     pool = np.union1d(pool, best[keyword[best] > 0])
-    score = (1 - weight) * norm(dense[pool]) + weight * norm(keyword[pool])
+    return pool, (1 - weight) * norm(dense[pool]) + weight * norm(keyword[pool])
+
+
+def fused(dense, keyword, weight=0.5, depth=4 * PASSAGES, norm=minmax) -> np.ndarray:
+    """Passage rows, best first, as `Retriever.search` fuses both sides over their pooled best."""
+    pool, score = pooled(dense, keyword, weight, depth, norm)
     return pool[np.argsort(-score, kind="stable")[:PASSAGES]]
 
 
@@ -107,6 +113,20 @@ def variants(c: Corpus) -> dict[str, Callable[[str, np.ndarray], np.ndarray]]:
         extra = [t for t, _ in gain.most_common(n)]
         return fused(dense, kw(q) + weight * kw(q, words=extra))
 
+    def by_document(q, dense, share=0.1):
+        # A document scores its best passage plus `share` of its other pooled passages' scores.
+        pool, score = pooled(dense, kw(q))
+        best: dict[str, tuple[float, int]] = {}
+        rest: Counter = Counter()
+        for i, s in sorted(zip(pool, score, strict=True), key=lambda p: -p[1]):
+            doc = c.doc_of[i]
+            if doc in best:
+                rest[doc] += s
+            else:
+                best[doc] = (s, i)
+        order = sorted(best, key=lambda d: -(best[d][0] + share * rest[d]))
+        return np.array([best[d][1] for d in order[:PASSAGES]])
+
     def floor(q, dense, share=0.2):
         words = [t for t in terms(q) if c.df.get(t, 0) < share * len(c.tokens)]
         return fused(dense, kw(q, words=words))
@@ -128,6 +148,7 @@ def variants(c: Corpus) -> dict[str, Callable[[str, np.ndarray], np.ndarray]]:
     out["pool of 10k passages a side"] = lambda q, d: fused(d, kw(q), depth=10 * PASSAGES)
     for w in (0.4, 0.6):
         out[f"keyword weight {w}"] = lambda q, d, w=w: fused(d, kw(q), w)
+    out["document: best passage + 0.1 x its others"] = by_document
     out["terms in over 20% of passages dropped"] = floor
     out["dense feedback: + 0.5 x mean of the 3 best"] = prf_dense
     out["keyword feedback: 5 best terms of the 3 best, weight 0.2"] = prf_keyword
