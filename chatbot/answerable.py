@@ -131,6 +131,28 @@ def unknown_names(question: str, known: str) -> list[str]:
     return missing
 
 
+_WHY = re.compile(r"^\W*(?:and\s+|so\s+|but\s+)?(?:why|what makes|what causes)\b", re.IGNORECASE)
+# How a sentence gives a reason: "because", "so averaging them cancels out the noise", "The
+# intuition was simple: …", "it allows the company to…".
+_REASON = re.compile(
+    r"\b(?:because|since|so that|due to|thanks to|owing to|allows?|enables?|leads? to|causes?|"
+    r"therefore|thus|hence|the (?:reason|intuition|idea|cost|problem) (?:is|was)|which means)\b"
+    r"|,\s+so\s",
+    re.IGNORECASE,
+)
+
+
+def reason_check(question: str) -> Check | None:
+    """For "why…": a test of whether a sentence gives a reason; else None.
+
+    It chooses which sentence joins the best one, it never makes the model abstain: a reason can
+    be stated without any of these words.
+    """
+    if not _WHY.search(question):
+        return None
+    return lambda text, _: bool(_REASON.search(text))
+
+
 def answer_checks(question: str) -> list[Check]:
     """What a sentence must supply to answer `question`: a figure, a name, or both if both asked."""
     checks = [check for check in (figure_check(question), name_check(question)) if check]

@@ -20,7 +20,14 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
-from .answerable import answer_checks, correct_typos, similarity, unknown_names
+from .answerable import (
+    Check,
+    answer_checks,
+    correct_typos,
+    reason_check,
+    similarity,
+    unknown_names,
+)
 from .keyword import asks_for_list, terms
 from .prompts import NO_ANSWER
 
@@ -272,13 +279,16 @@ def answer_from_prompt(prompt: str, said: Sequence[str] = ()) -> str:
         ]
         if not ranked:
             return NO_ANSWER
-    chosen = _say_new(_choose(ranked, sentences, scorer, said), said, question)
+    chosen = _choose(ranked, sentences, scorer, said, reason_check(question))
+    chosen = _say_new(chosen, said, question)
     if not chosen:
         return NO_ANSWER
     return " ".join(cite(s.text, s.n) for s in chosen)
 
 
-def _choose(ranked, sentences, scorer: _Scorer, said: Sequence[str]) -> list[_Sentence]:
+def _choose(
+    ranked, sentences, scorer: _Scorer, said: Sequence[str], detail: Check | None = None
+) -> list[_Sentence]:
     """The best sentence, a companion from its passage, and others about as good; no repeats.
 
     In a follow-up the best sentence may be one an earlier answer quoted (it is the answer), but
@@ -292,7 +302,12 @@ def _choose(ranked, sentences, scorer: _Scorer, said: Sequence[str]) -> list[_Se
     top = scorer.score(best)
     ranked = [best, *(s for s in ranked[1:] if not _already_said(s, said))]
     same = [s for s in ranked[1:] if s.n == best.n and scorer.own(s) > MIN_COMPANION_OVERLAP]
-    main = sorted([best, *_distinct(same, [best])[:1]], key=lambda s: s.index)
+    if detail and not detail(best.text, best.terms):
+        # "Why…" answered by a sentence that sets the scene: the passage's best sentence giving
+        # a reason joins it ("The intuition was simple: different models make different…").
+        same = [s for s in ranked[1:] if s.n == best.n and detail(s.text, s.terms)] + same
+    companions = _distinct(same, [best])[:1] or _next(best, sentences)
+    main = sorted([best, *companions], key=lambda s: s.index)
     main[0] = _with_antecedent(main[0], sentences)
     chosen: list[_Sentence] = []
     for s in main:
@@ -307,6 +322,13 @@ def _choose(ranked, sentences, scorer: _Scorer, said: Sequence[str]) -> list[_Se
             if answered is not None and _distinct([answered], chosen):
                 chosen.append(answered)
     return chosen
+
+
+def _next(s: _Sentence, sentences: list[_Sentence]) -> list[_Sentence]:
+    """The sentence after `s` in its passage, which often gives the reason or detail `s` sets up
+    ("ensembling was the closest thing to a free lunch" is followed by why); none if it asks."""
+    after = [p for p in sentences if p.n == s.n and p.index == s.index + 1 and not _asks(p)]
+    return after[:1]
 
 
 def _say_new(chosen: list[_Sentence], said: Sequence[str], question: str) -> list[_Sentence]:
