@@ -148,3 +148,67 @@ def test_a_follow_up_says_what_is_new_instead_of_repeating_the_answer(bot):
     assert "Polis" in follow.text, follow.text
     repeated = [s for s in sentences(follow.text) if s in sentences(first.text)]
     assert not repeated, f"the follow-up repeats the first answer: {repeated}"
+
+
+@pytest.mark.parametrize(
+    "question", ["How many parameters does GPT-3 have?", "How many layers does BERT-Large have?"]
+)
+def test_a_question_naming_what_no_passage_mentions_is_not_answered(bot, question):
+    # The summaries speak of models with "hundreds of billions of parameters", never of GPT-3.
+    answer = bot.ask(question)
+    assert answer.abstained and not answer.citations, f"{question!r} got {answer.text!r}"
+
+
+def test_a_misspelt_question_is_answered_from_its_summary(bot):
+    answer = bot.ask("besides generativ models, what biologcal data does optimal transprt align?")
+    assert not answer.abstained, answer.text
+    assert [c.doc_id for c in answer.citations] == ["optimal-transport"], answer.text
+    assert "single-cell" in answer.text
+
+
+def test_a_why_question_gets_the_sentence_giving_the_reason(bot):
+    answer = bot.ask("Why did averaging several trained models use to be seen as a free lunch?")
+    assert "different models make different mistakes" in answer.text, answer.text
+    assert {c.doc_id for c in answer.citations} == {"ensemble-illusion"}, answer.text
+
+
+@pytest.mark.parametrize(
+    ("turns", "doc_id"),
+    [
+        # A connective and no pronoun.
+        (
+            [
+                "Which summary is about users banding together against platforms?",
+                "So what does the platform usually do?",
+            ],
+            "algorithmic-collective-action",
+        ),
+        # "the first one" points back two turns, and its words resemble no sentence.
+        (
+            [
+                "Which summary is about building optimal decision trees quickly?",
+                "It mentions two trade-offs, right?",
+                "And the first one?",
+            ],
+            "sparse-decision-trees",
+        ),
+        (
+            [
+                "Is there a summary on auctions of interconnected items?",
+                "And the cities in its example?",
+            ],
+            "combinatorial-auctions",
+        ),
+    ],
+)
+def test_a_follow_up_of_any_shape_is_answered_from_the_conversation_topic(bot, turns, doc_id):
+    history: list[dict[str, str]] = []
+    for turn in turns[:-1]:
+        earlier = bot.ask(turn, history)
+        history += [
+            {"role": "user", "content": turn},
+            {"role": "assistant", "content": earlier.text},
+        ]
+    answer = bot.ask(turns[-1], history)
+    assert not answer.abstained, f"{turns[-1]!r} abstained"
+    assert doc_id in {c.doc_id for c in answer.citations}, (answer.standalone_question, answer.text)
