@@ -12,7 +12,8 @@ text, fused as `Retriever.search` fuses them (each side's 4k best passages poole
 scoring the pool, min-max normalised, keyword weight 0.5, k = 30 passages ranked by document).
 Each variant changes one thing: BM25's k1 and b, a separately weighted title field (BM25F-like),
 the normalisation, the pool's depth, the keyword weight, scoring a document by more than its best
-passage, a floor on the terms' document frequency, and pseudo-relevance feedback on either side.
+passage or BM25 by its whole document, a floor on the terms' document frequency, and
+pseudo-relevance feedback on either side.
 A file of records asks every third title.
 """
 
@@ -85,6 +86,13 @@ class Corpus:
         for k1, b in ((1.5, 0.75), (1.2, 0.75), (1.2, 0.5), (0.6, 0.4), (0.9, 0.3), (0.9, 0.5)):
             self.index[(k1, b)] = bm25(texts, k1, b)
         self.title_index = bm25(self.titles) if any(self.titles) else None
+        whole: dict[str, list[str]] = {}
+        for doc, text in zip(self.doc_of, got["documents"], strict=True):
+            whole.setdefault(doc, []).append(text)
+        # Each passage indexed with its whole document's text (title and every passage).
+        self.doc_index = bm25(
+            [f"{t}\n{' '.join(whole[d])}" for t, d in zip(self.titles, self.doc_of, strict=True)]
+        )
         self.queries: dict[str, np.ndarray] = {}  # question -> its unit vector
 
     def mrr(self, rows, gold: str) -> float:
@@ -149,6 +157,9 @@ def variants(c: Corpus) -> dict[str, Callable[[str, np.ndarray], np.ndarray]]:
     for w in (0.4, 0.6):
         out[f"keyword weight {w}"] = lambda q, d, w=w: fused(d, kw(q), w)
     out["document: best passage + 0.1 x its others"] = by_document
+    out["bm25 over the whole document, not the passage"] = lambda q, d: fused(
+        d, c.doc_index.get_scores(terms(q))
+    )
     out["terms in over 20% of passages dropped"] = floor
     out["dense feedback: + 0.5 x mean of the 3 best"] = prf_dense
     out["keyword feedback: 5 best terms of the 3 best, weight 0.2"] = prf_keyword
