@@ -1,10 +1,13 @@
 """Whether a passage supports a claim: its figures, names, negation and wording, by sentence.
 
 A claim is compared with the passage's best one or two adjacent sentences. Hard evidence against
-it: a number (normalised: "20%", "20 percent" and "twenty" are one figure) or a name (capitalised
-words, acronyms, system names) that the passage never gives, a negation the sentence does not
-share (or the reverse), an opposite ("increase" where the sentence says "decrease"), or an
-absolute qualifier ("fully", "always") the passage never uses. Without it, support is the share
+it: a number (normalised: "20%", "20 percent" and "twenty" are one figure) or unit of time, or a
+name (capitalised words, acronyms, system names; "AI" is also "Artificial Intelligence") that the
+passage never gives; a polarity the sentence does not share (a negation on one side and none on
+the other: "were rare" agrees with "weren't prevalent"); an opposite ("increase" where the
+sentence says "decrease"); an absolute qualifier ("fully", "always") the passage never uses or a
+restriction ("only", "already") the sentence does not state; or the sentence's cause given as the
+effect. Without it, support is the share
 of the claim's content words the sentences cover, blended with the cosine of their embeddings
 (the installed MiniLM model). Passages are split once and cached by their text; sentence vectors
 are cached with the ones the offline model's answerability check uses.
@@ -45,11 +48,12 @@ from .wording import (
     units,
 )
 
-# `supported` is `score >= THRESHOLD`. Tuned on claims_dev.jsonl (80 claims, half supported) and
-# on 32 claims written for the purpose (benchmarks/data/claims_written.jsonl): from 0.45 to 0.6
-# it flags 92-98% of the unsupported dev claims and 2.5-5% of the supported ones, a plateau (on
-# the written claims 90%, and 4.5-9%); below 0.45 invented conclusions pass, from 0.65 up
-# paraphrases are flagged (12-23%). 0.55 is the middle. `benchmarks/bench_support.py --sweep`.
+# `supported` is `score >= THRESHOLD`. Tuned on claims_dev.jsonl (80 claims, half supported), on
+# 44 claims written for the purpose (benchmarks/data/claims_written.jsonl) and on 100 with hard
+# paraphrases (benchmarks/data/claims_tune.jsonl): from 0.45 to 0.55 the dev and written claims
+# sit on a plateau (90-98% of unsupported flagged, 2.5-5% of supported); on the tuning claims a
+# higher threshold catches more unsupported claims only by flagging more paraphrases (0.6: 76%
+# and 18%). `benchmarks/bench_support.py --sweep`.
 THRESHOLD = 0.55
 # Share of the score carried by content-word coverage; the rest is the embedding cosine.
 COVERAGE_WEIGHT = 0.6
