@@ -1,5 +1,6 @@
-"""What a claim or a sentence states, read from its words: figures, names, negations, opposites
-and absolute qualifiers, normalised so that two wordings of the same fact compare equal.
+"""What a claim or a sentence states, read from its words: figures and units of time, names,
+negations and words of negative polarity, opposites, absolute qualifiers and restrictions, and
+causes, normalised so that two wordings of the same fact compare equal.
 
 The support check (support.py) compares these between a claim and the passage it cites.
 """
