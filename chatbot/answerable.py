@@ -1,6 +1,6 @@
 """Whether a sentence answers a question: what the question is about, and what kind of answer.
 
-Two signals that carry over to questions never seen:
+Signals that carry over to questions never seen:
 
 - **Topic.** The cosine between the question and a passage sentence, both embedded with the
   installed MiniLM model. A question on a concept the passages never discuss ("How does dropout
