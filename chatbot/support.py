@@ -34,17 +34,18 @@ from .keyword import terms
 from .prompts import NO_ANSWER
 from .types import Passage, Support, Unsupported
 from .wording import (
-    CONTRAST,
-    absolutes,
-    causation,
+    Claim,
     figures,
     has_figure,
+    lacks_restriction,
     mentions,
-    names,
     negated_terms,
     opposed,
+    parse_claim,
     polar_words,
-    restrictions,
+    prefix_negated,
+    reverses_cause,
+    strip_markers,
     units,
 )
 
@@ -73,20 +74,7 @@ CACHED_PASSAGES = 512
 MIN_STATEMENT_TERMS = 3
 
 Span = tuple[int, int]
-_NEGATING_PREFIXES = ("in", "un", "non", "im", "ir", "il", "dis")
-
-_MARKER = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")
-_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)]|#+)\s+")
-# Markdown emphasis a model may use ("**Answer:** …", "`BERT`"): not part of what it claims.
-_EMPHASIS = re.compile(r"\*\*|__|(?<!\w)[*_`]|[*_`](?!\w)")
 _PARAGRAPH = re.compile(r"\S(?:.|\n(?!\s*\n))*")
-# "The summary says that …", "According to the paper, …": who says it is not part of the claim.
-_META = re.compile(
-    r"^(?:according to the (?:summary|paper|text|authors?),?\s*|the (?:summary|paper|text|"
-    r"authors?|article|title|example)\s+(?:says|states|claims|reports|notes|argues|concludes|"
-    r"shows|describes|suggests|explains|writes|mentions|finds)\s+(?:that\s+)?)",
-    re.IGNORECASE,
-)
 
 
 @dataclass(frozen=True)
@@ -103,22 +91,6 @@ class _Passage:
 
     def sentence(self, i: int) -> str:
         return self.text[self.spans[i][0] : self.spans[i][1]]
-
-
-@dataclass(frozen=True)
-class _Claim:
-    """A claim's text without markers or "the summary says", and what the checks look for."""
-
-    text: str
-    terms: frozenset[str]
-    numbers: frozenset[float]
-    names: tuple[str, ...]
-    negated: frozenset[str]  # its terms that a negation bears on
-    absolutes: frozenset[str]
-    polar: frozenset[str]  # its words of the opposite pairs, before any "rather than"
-    cause: tuple[frozenset[str], frozenset[str]] | None  # the terms of a cause, of its effect
-    units: frozenset[str]  # units of time it measures in
-    restrictions: frozenset[str]  # "only", "already": patterns the quote must match
 
 
 @dataclass(frozen=True)
@@ -166,7 +138,7 @@ class SupportChecker:
         Everything still to embed (claims and uncached passages) goes in one batch.
         """
         results: list[Support | None] = []
-        pending: list[tuple[int, _Claim, list[_Lexical]]] = []
+        pending: list[tuple[int, Claim, list[_Lexical]]] = []
         for i, (claim, texts) in enumerate(items):
             quote = verbatim(claim, texts)
             if quote is not None:
@@ -184,7 +156,7 @@ class SupportChecker:
         return [r if r is not None else Support(False, 0.0, "") for r in results]
 
     def _score(
-        self, pending: list[tuple[int, _Claim, list[_Lexical]]], results: list[Support | None]
+        self, pending: list[tuple[int, Claim, list[_Lexical]]], results: list[Support | None]
     ) -> None:
         """Fill `results`: by wording alone when it decides, else with the embeddings compared."""
         undecided = []
@@ -334,15 +306,10 @@ def _states_something(sentence: str) -> bool:
     return len(terms(bare)) >= MIN_STATEMENT_TERMS
 
 
-def strip_markers(text: str) -> str:
-    """`text` without its `[n]` markers, a list item's bullet or Markdown emphasis."""
-    return _EMPHASIS.sub("", _BULLET.sub("", _MARKER.sub("", text))).strip()
-
-
 def verbatim(claim: str, texts: Sequence[str]) -> str | None:
     """The claim itself when it stands word for word in one of `texts` (as offline quotes do)."""
     # Markdown emphasis stays: the quote is matched as written.
-    words = _BULLET.sub("", _MARKER.sub("", claim)).strip().rstrip(".…").removesuffix("...").split()
+    words = strip_markers(claim, emphasis=False).rstrip(".…").removesuffix("...").split()
     if len(words) < 3:
         return None
     pattern = re.compile(r"\s+".join(re.escape(w) for w in words))
@@ -351,26 +318,6 @@ def verbatim(claim: str, texts: Sequence[str]) -> str | None:
         if m:
             return m.group(0)
     return None
-
-
-def parse_claim(claim: str) -> _Claim:
-    """What the checks look for in a claim."""
-    text = _META.sub("", strip_markers(claim)).strip()
-    if text[:1].islower():
-        text = text[0].upper() + text[1:]
-    return _Claim(
-        text,
-        frozenset(terms(text)),
-        figures(text),
-        names(text),
-        negated_terms(text),
-        absolutes(text),
-        # "amplifies noise rather than cancelling it" asserts the first half only.
-        polar_words(CONTRAST.split(text)[0]),
-        causation(text),
-        units(text),
-        restrictions(text),
-    )
 
 
 def split_passage(text: str) -> _Passage:
@@ -400,7 +347,7 @@ def _best(found: list[_Lexical], base) -> tuple[float, str]:
             score = base(lx, c) * c.penalty * lx.penalty
             if score > best_score:
                 best_score = score
-                best_quote = " ".join(lx.passage.sentence(j) for j in c.group)
+                best_quote = _quote(lx.passage, c.group)
     return best_score, best_quote
 
 
@@ -415,7 +362,7 @@ def combine(coverage: float, cosine: float) -> float:
     return COVERAGE_WEIGHT * coverage + (1 - COVERAGE_WEIGHT) * similar
 
 
-def lexical(claim: _Claim, passage: _Passage) -> _Lexical:
+def lexical(claim: Claim, passage: _Passage) -> _Lexical:
     """The passage's candidate sentences (each alone, each with the next) for `claim`."""
     wanted = claim.terms
     n = len(passage.spans)
@@ -434,14 +381,18 @@ def lexical(claim: _Claim, passage: _Passage) -> _Lexical:
         # "It doesn't ask for clarification" through a sentence that does not mention it.
         top = max(c.coverage for c in candidates)
         against = min(c.penalty for c in candidates if c.coverage == top)
+        candidates = [replace(c, penalty=min(c.penalty, against)) for c in candidates]
+        # A restriction ("only", "already"), unlike a negation, holds for its own sentences only.
         candidates = [
-            replace(c, penalty=min(c.penalty, against) * _restricted(claim, passage, c.group))
+            replace(c, penalty=c.penalty * ABSOLUTE)
+            if lacks_restriction(claim.restrictions, _quote(passage, c.group))
+            else c
             for c in candidates
         ]
     return _Lexical(passage, tuple(candidates), _passage_penalty(claim, passage))
 
 
-def _passage_penalty(claim: _Claim, passage: _Passage) -> float:
+def _passage_penalty(claim: Claim, passage: _Passage) -> float:
     """Factors for the claim's figures, names and absolute qualifiers the passage never gives."""
     factor = 1.0
     if any(not has_figure(v, passage.numbers) for v in claim.numbers) or not claim.units <= units(
@@ -450,18 +401,17 @@ def _passage_penalty(claim: _Claim, passage: _Passage) -> float:
         factor *= MISSING_NUMBER
     if any(not mentions(passage.lowered, name) for name in claim.names):
         factor *= MISSING_NAME
-    if any(not re.search(rf"\b(?:{a})", passage.lowered) for a in claim.absolutes):
+    if lacks_restriction(claim.absolutes, passage.lowered):
         factor *= ABSOLUTE
     return factor
 
 
-def _quote_penalty(claim: _Claim, passage: _Passage, group: tuple[int, ...]) -> float:
+def _quote_penalty(claim: Claim, passage: _Passage, group: tuple[int, ...]) -> float:
     """Factors for a negation or an opposite that these sentences do not share with the claim."""
     have = frozenset().union(*(passage.terms[j] for j in group))
     negated = frozenset().union(*(passage.negated[j] for j in group))
     polar = frozenset().union(*(passage.polar[j] for j in group))
-    # "incoherently" negates "coherence": a negating prefix on a word the claim negates.
-    negated |= {t for t in claim.negated if any(p + t in have for p in _NEGATING_PREFIXES)}
+    negated |= prefix_negated(claim.negated, have)
     factor = 1.0
     # Polarity of the matched clause: a negation on either side that bears on shared words is
     # contradicted only when the other side holds no negation at all ("were rare" and "weren't
@@ -475,28 +425,10 @@ def _quote_penalty(claim: _Claim, passage: _Passage, group: tuple[int, ...]) -> 
         for j in group
     ):
         factor *= OPPOSITE
-    if claim.cause is not None and _invented_cause(claim.cause, passage, group):
+    if claim.cause is not None and reverses_cause(claim.cause, _quote(passage, group)):
         factor *= INVENTED_CAUSE
     return factor
 
 
-def _restricted(claim: _Claim, passage: _Passage, group: tuple[int, ...]) -> float:
-    """The factor for a restriction of the claim ("only", "already") these sentences lack; unlike
-    a negation it holds for its own sentences only, as another may state it."""
-    if not claim.restrictions:
-        return 1.0
-    quote = " ".join(passage.sentence(j) for j in group).lower()
-    missing = any(not re.search(rf"\b(?:{r})", quote) for r in claim.restrictions)
-    return ABSOLUTE if missing else 1.0
-
-
-def _invented_cause(
-    cause: tuple[frozenset[str], frozenset[str]], passage: _Passage, group: tuple[int, ...]
-) -> bool:
-    """Whether these sentences state a cause and the claim gives theirs as the effect ("X because
-    Y" where they say "Y because X"). Sentences stating none may imply it ("They mimic human
-    reasoning" after "Decision trees are the poster child for interpretability"): no evidence."""
-    said = causation(" ".join(passage.sentence(j) for j in group))
-    if said is None or not all(said):
-        return False
-    return len(cause[0] & said[1]) > len(cause[0] & said[0])
+def _quote(passage: _Passage, group: tuple[int, ...]) -> str:
+    return " ".join(passage.sentence(j) for j in group)

@@ -2,12 +2,14 @@
 negations and words of negative polarity, opposites, absolute qualifiers and restrictions, and
 causes, normalised so that two wordings of the same fact compare equal.
 
-The support check (support.py) compares these between a claim and the passage it cites.
+The support check (support.py) compares these between a claim (`parse_claim` reads them all
+from it) and the passage it cites.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from .keyword import terms
 from .offline import split_sentences
@@ -178,6 +180,22 @@ def restrictions(text: str) -> frozenset[str]:
     )
 
 
+def lacks_restriction(wanted: frozenset[str], quote: str) -> bool:
+    """Whether `quote` misses one of the qualifiers `wanted` (patterns from `restrictions` or
+    `absolutes`)."""
+    lowered = quote.lower()
+    return any(not re.search(rf"\b(?:{r})", lowered) for r in wanted)
+
+
+_NEGATING_PREFIXES = ("in", "un", "non", "im", "ir", "il", "dis")
+
+
+def prefix_negated(negated: frozenset[str], have: frozenset[str]) -> frozenset[str]:
+    """The `negated` terms that `have` holds with a negating prefix ("incoherently" negates
+    "coherence")."""
+    return frozenset(t for t in negated if any(p + t in have for p in _NEGATING_PREFIXES))
+
+
 def polar_words(text: str) -> frozenset[str]:
     """The words of `text` that belong to an opposite pair, by their first five letters."""
     words = set(re.findall(r"[a-z]+", text.lower()))
@@ -245,3 +263,70 @@ _UNIT = re.compile(r"\b(second|minute|hour|day|week|month|year|decade|centur)(?:
 def units(text: str) -> frozenset[str]:
     """The units of time `text` measures in."""
     return frozenset(m.group(1).lower() for m in _UNIT.finditer(text))
+
+
+def reverses_cause(cause: tuple[frozenset[str], frozenset[str]], quote: str) -> bool:
+    """Whether `quote` states a cause that the claim (`cause`: the terms of its cause, of its
+    effect) gives as the effect ("X because Y" where it says "Y because X"). A quote stating none
+    may imply it ("They mimic human reasoning" after "Decision trees are the poster child for
+    interpretability"): no evidence."""
+    said = causation(quote)
+    if said is None or not all(said):
+        return False
+    return len(cause[0] & said[1]) > len(cause[0] & said[0])
+
+
+_MARKER = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)]|#+)\s+")
+# Markdown emphasis a model may use ("**Answer:** …", "`BERT`"): not part of what it claims.
+_EMPHASIS = re.compile(r"\*\*|__|(?<!\w)[*_`]|[*_`](?!\w)")
+# "The summary says that …", "According to the paper, …": who says it is not part of the claim.
+_META = re.compile(
+    r"^(?:according to the (?:summary|paper|text|authors?),?\s*|the (?:summary|paper|text|"
+    r"authors?|article|title|example)\s+(?:says|states|claims|reports|notes|argues|concludes|"
+    r"shows|describes|suggests|explains|writes|mentions|finds)\s+(?:that\s+)?)",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim's text without markers or "the summary says", and what the checks look for."""
+
+    text: str
+    terms: frozenset[str]
+    numbers: frozenset[float]
+    names: tuple[str, ...]
+    negated: frozenset[str]  # its terms that a negation bears on
+    absolutes: frozenset[str]
+    polar: frozenset[str]  # its words of the opposite pairs, before any "rather than"
+    cause: tuple[frozenset[str], frozenset[str]] | None  # the terms of a cause, of its effect
+    units: frozenset[str]  # units of time it measures in
+    restrictions: frozenset[str]  # "only", "already": patterns the quote must match
+
+
+def strip_markers(text: str, *, emphasis: bool = True) -> str:
+    """`text` without its `[n]` markers, a list item's bullet or (with `emphasis`) Markdown
+    emphasis."""
+    bare = _BULLET.sub("", _MARKER.sub("", text))
+    return (_EMPHASIS.sub("", bare) if emphasis else bare).strip()
+
+
+def parse_claim(claim: str) -> Claim:
+    """What the checks look for in a claim."""
+    text = _META.sub("", strip_markers(claim)).strip()
+    if text[:1].islower():
+        text = text[0].upper() + text[1:]
+    return Claim(
+        text,
+        frozenset(terms(text)),
+        figures(text),
+        names(text),
+        negated_terms(text),
+        absolutes(text),
+        # "amplifies noise rather than cancelling it" asserts the first half only.
+        polar_words(CONTRAST.split(text)[0]),
+        causation(text),
+        units(text),
+        restrictions(text),
+    )
