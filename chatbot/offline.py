@@ -12,7 +12,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -28,6 +28,17 @@ from .answerable import (
     similarity,
     unknown_names,
 )
+from .extract import (
+    Sentence,
+    already_said,
+    distinct,
+    next_sentence,
+    passage_sentences,
+    restates,
+    with_answer,
+    with_antecedent,
+)
+from .extract import split_sentences as split_sentences  # read by citations and wording
 from .keyword import asks_for_list, terms
 from .prompts import NO_ANSWER
 
@@ -36,8 +47,6 @@ _PASSAGE = re.compile(
 )
 _QUESTION = re.compile(r"<question>\s*(.*?)\s*</question>", re.DOTALL)
 _CONVERSATION = re.compile(r"<conversation>\s*(.*?)\s*</conversation>", re.DOTALL)
-# A sentence ends at . ! ? or … (a closing quote or bracket stays with it) before a capital.
-_SENTENCE_END = re.compile(r"(?:(?<=[.!?…])|(?<=[.!?…][\"”’)]))\s+(?=[\"“‘(A-Z0-9])")
 # Words that point back into the conversation: a question using them does not stand alone.
 _REFERRING = re.compile(
     r"\b(it|its|they|them|their|this|that|these|those|he|she|his|her|there|the (paper|work|"
@@ -48,23 +57,9 @@ _REFERRING = re.compile(
 # A question opening with a connective ("And the first one?", "So what do you end up with…?",
 # "What about its limits?") carries on from the turn before.
 _CONTINUING = re.compile(r"^\s*(?:and|so|but|also|then|what about|how about)\b", re.IGNORECASE)
-# A summary cut short ends its last sentence with "...": the sentence is what came before.
-_CUT = re.compile(r"\s*(?:\.\.\.|…)$")
-# "This is the challenge of X." needs the sentence before it to mean anything.
-_ANAPHORIC = re.compile(r"^(This|These|That|Those|It|They|Such)\b")
-# A bare section heading run into the sentence after it ("Introduction We are…").
-_LEAD = re.compile(
-    r"^(?:Introduction|Background|Motivation|Overview|Abstract|Conclusions?|Discussion|"
-    r"Related Work|Key Findings|Takeaways)\s+(?=[A-Z\"“])"
-)
 MAX_SENTENCES = 3
 # How a condensed follow-up carries its topic: "Which systems does it mention? (about: …)".
 _ABOUT = " (about: "
-# Two sentences sharing this share of the shorter one's terms say the same thing: only one is
-# quoted ("Sparse attention keeps memory linear in the context length" after "The memory of
-# sparse attention then stays linear in the context length"). Not tuned: on the dev, held-out
-# and dev_extra questions no answer changes from 0.7 to 0.9.
-NEAR_DUPLICATE = 0.8
 # The offline model abstains when no passage sentence reaches this MiniLM cosine with the
 # question. Tuned on dev_hard, dev_seed, held-out and dev_extra (the prompts the model sees):
 # 0.40-0.41 is the plateau; 0.39 answers general questions (Adam, learning-rate warmup) with
@@ -118,21 +113,6 @@ TOPIC_TERMS = 3
 LIST_RELEVANCE_RATIO = 0.5
 
 
-@dataclass(frozen=True)
-class _Sentence:
-    n: int  # passage number
-    rank: int  # position of the passage in the prompt (0 = best retrieved)
-    index: int  # position of the sentence in its passage
-    text: str
-    terms: frozenset[str]
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences of `text`, without a trailing ellipsis fragment."""
-    parts = [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
-    return [p for p in parts if p not in ("...", "…")]
-
-
 def cite(sentence: str, n: int) -> str:
     """The sentence with its `[n]` marker placed before the final full stop."""
     sentence = re.sub(r"\s*(\.\.\.|…)$", "", sentence).rstrip()
@@ -141,34 +121,24 @@ def cite(sentence: str, n: int) -> str:
     return f"{sentence} [{n}]"
 
 
-def _sentences(rank: int, n: int, title: str, body: str) -> list[_Sentence]:
-    parts = split_sentences(body)
-    if parts and title and parts[0].startswith(title) and len(parts[0]) > len(title):
-        # A summary that opens with its headline: the headline (shown with the sources anyway)
-        # is not part of the first sentence.
-        parts[0] = parts[0][len(title) :].strip()
-    parts = [_LEAD.sub("", p) for p in parts]
-    return [_Sentence(n, rank, i, p, frozenset(terms(p))) for i, p in enumerate(parts) if p]
-
-
 def _names_an_author(question: str, authors: str) -> bool:
     """True when `question` names one of `authors` ("Ines Duarte, Priya Raman") by surname."""
     surnames = {a.split()[-1] for a in authors.split(", ") if a.strip()}
     return any(re.search(rf"\b{re.escape(s)}\b", question) for s in surnames)
 
 
-def _read_prompt(prompt: str) -> tuple[str, list[_Sentence], dict[int, frozenset[str]]]:
+def _read_prompt(prompt: str) -> tuple[str, list[Sentence], dict[int, frozenset[str]]]:
     """The question, the passages' sentences, and each passage's terms, from an answer prompt."""
     question_match = _QUESTION.search(prompt)
     question = html.unescape(question_match.group(1)) if question_match else ""
-    sentences: list[_Sentence] = []
+    sentences: list[Sentence] = []
     passages: dict[int, frozenset[str]] = {}
     for rank, (n, title, authors, body) in enumerate(_PASSAGE.findall(prompt)):
         title, body = html.unescape(title), html.unescape(body)
         if _names_an_author(question, html.unescape(authors)):
             # "What did Ding and colleagues propose?" is about this passage's paper as a whole.
             question = f"{question} {title}"
-        sentences += _sentences(rank, int(n), title, body)
+        sentences += passage_sentences(rank, int(n), title, body)
         passages[int(n)] = frozenset(terms(f"{title} {body}"))
     return question, sentences, passages
 
@@ -190,10 +160,10 @@ class _Scorer:
     wanted: Counter
     idf: dict[str, float]
     context: dict[int, float]
-    near: dict[_Sentence, float]
+    near: dict[Sentence, float]
 
     @classmethod
-    def build(cls, question: str, sentences: list[_Sentence], passages) -> _Scorer:
+    def build(cls, question: str, sentences: list[Sentence], passages) -> _Scorer:
         wanted = Counter(terms(question))
         # Rare terms say more about what is asked than common ones.
         df = Counter(t for s in sentences for t in s.terms)
@@ -207,17 +177,17 @@ class _Scorer:
         total = sum(self.idf.values())
         return sum(self.idf[t] for t in self.wanted if t in terms_) / total
 
-    def own(self, s: _Sentence) -> float:
+    def own(self, s: Sentence) -> float:
         # Retrieval rank breaks ties, and a sentence early in its passage tends to set the topic.
         return self.covered(s.terms) + RANK_BONUS / (1 + s.rank) + POSITION_BONUS / (1 + s.index)
 
-    def score(self, s: _Sentence) -> float:
+    def score(self, s: Sentence) -> float:
         # A sentence counts for more in a passage (title included) that is about the question:
         # "bigger is better" shares a word with "Are deep ensembles better…" but sits in a
         # summary about small language models.
         return self.own(s) + self.context[s.n] + SIMILARITY_WEIGHT * self.near[s]
 
-    def on_topic(self, sentences: list[_Sentence], titles: dict[int, str], question: str) -> bool:
+    def on_topic(self, sentences: list[Sentence], titles: dict[int, str], question: str) -> bool:
         """Whether a sentence, or the title of a passage, is about what the question asks.
 
         Below both floors the passages share words with the question at most ("overfitting" in
@@ -240,11 +210,11 @@ def answer_from_prompt(prompt: str, said: Sequence[str] = ()) -> str:
     question, sentences, passages = _read_prompt(prompt)
     listing = asks_for_list(question)
     question = correct_typos(question, set(re.findall(r"[a-z]+", _known_text(prompt).lower())))
-    sentences = [s for s in sentences if not _restates(s, question)]
+    sentences = [s for s in sentences if not restates(s, question)]
     if not sentences or not terms(question):
         return NO_ANSWER
     scorer = _Scorer.build(question, sentences, passages)
-    earlier = {s.n for s in sentences if _already_said(s, said)} if _ABOUT in question else set()
+    earlier = {s.n for s in sentences if already_said(s, said)} if _ABOUT in question else set()
     for n in earlier:
         # A follow-up pointing back ("it", "that subject") is about the paper the conversation
         # was on: the passages an earlier answer quoted count for more.
@@ -288,50 +258,43 @@ def answer_from_prompt(prompt: str, said: Sequence[str] = ()) -> str:
 
 def _choose(
     ranked, sentences, scorer: _Scorer, said: Sequence[str], detail: Check | None = None
-) -> list[_Sentence]:
+) -> list[Sentence]:
     """The best sentence, a companion from its passage, and others about as good; no repeats.
 
     In a follow-up the best sentence may be one an earlier answer quoted (it is the answer), but
     nothing else already said is repeated beside it.
     """
     # A question the passage leaves unanswered is never quoted.
-    ranked = [s for s in ranked if _with_answer(s, sentences) is not None]
+    ranked = [s for s in ranked if with_answer(s, sentences) is not None]
     if not ranked:
         return []
     best = ranked[0]
     top = scorer.score(best)
-    ranked = [best, *(s for s in ranked[1:] if not _already_said(s, said))]
+    ranked = [best, *(s for s in ranked[1:] if not already_said(s, said))]
     same = [s for s in ranked[1:] if s.n == best.n and scorer.own(s) > MIN_COMPANION_OVERLAP]
     if detail and not detail(best.text, best.terms):
         # "Why…" answered by a sentence that sets the scene: the passage's best sentence giving
         # a reason joins it ("The intuition was simple: different models make different…").
         same = [s for s in ranked[1:] if s.n == best.n and detail(s.text, s.terms)] + same
-    companions = _distinct(same, [best])[:1] or _next(best, sentences)
+    companions = distinct(same, [best])[:1] or next_sentence(best, sentences)
     main = sorted([best, *companions], key=lambda s: s.index)
-    main[0] = _with_antecedent(main[0], sentences)
-    chosen: list[_Sentence] = []
+    main[0] = with_antecedent(main[0], sentences)
+    chosen: list[Sentence] = []
     for s in main:
-        answered = _with_answer(s, sentences)
-        if answered is not None and _distinct([answered], chosen):
+        answered = with_answer(s, sentences)
+        if answered is not None and distinct([answered], chosen):
             chosen.append(answered)
     for s in ranked[1:]:
         if len(chosen) >= MAX_SENTENCES:
             break
         if s.n != best.n and scorer.score(s) >= OTHER_PASSAGE_RATIO * top:
-            answered = _with_answer(s, sentences)
-            if answered is not None and _distinct([answered], chosen):
+            answered = with_answer(s, sentences)
+            if answered is not None and distinct([answered], chosen):
                 chosen.append(answered)
     return chosen
 
 
-def _next(s: _Sentence, sentences: list[_Sentence]) -> list[_Sentence]:
-    """The sentence after `s` in its passage, which often gives the reason or detail `s` sets up
-    ("ensembling was the closest thing to a free lunch" is followed by why); none if it asks."""
-    after = [p for p in sentences if p.n == s.n and p.index == s.index + 1 and not _asks(p)]
-    return after[:1]
-
-
-def _say_new(chosen: list[_Sentence], said: Sequence[str], question: str) -> list[_Sentence]:
+def _say_new(chosen: list[Sentence], said: Sequence[str], question: str) -> list[Sentence]:
     """A follow-up answer leaves out what an earlier answer quoted when its new part is closer.
 
     "Which systems does it mention? (about: What is generative social choice?)" is answered by
@@ -339,7 +302,7 @@ def _say_new(chosen: list[_Sentence], said: Sequence[str], question: str) -> lis
     quoted sentence is closer to the follow-up's own words than anything new, it stays: it is
     the answer ("How is that subject perceived?" after a turn that quoted it).
     """
-    old = [s for s in chosen if _already_said(s, said)]
+    old = [s for s in chosen if already_said(s, said)]
     new = [s for s in chosen if s not in old]
     if not old or not new:
         return chosen
@@ -349,61 +312,14 @@ def _say_new(chosen: list[_Sentence], said: Sequence[str], question: str) -> lis
     return [s for s in chosen if s in new or near[s] > best_new]
 
 
-def _words(text: str) -> str:
-    return " ".join(re.findall(r"\w+", text.lower()))
-
-
-def _already_said(s: _Sentence, said: Sequence[str]) -> bool:
-    """Whether an earlier answer of the conversation quoted this sentence."""
-    words = _words(s.text)
-    return bool(words) and any(words in _words(answer) for answer in said)
-
-
-def _restates(s: _Sentence, question: str) -> bool:
-    """A question in the passage that is the user's own question again answers nothing."""
-    mine, asked = s.terms, frozenset(terms(question))
-    return _asks(s) and bool(mine) and len(mine & asked) >= NEAR_DUPLICATE * len(mine)
-
-
-def _distinct(candidates: list[_Sentence], chosen: list[_Sentence]) -> list[_Sentence]:
-    """The candidates that do not repeat (nearly word for word) a chosen sentence."""
-
-    def repeats(a: _Sentence, b: _Sentence) -> bool:
-        # Measured against the shorter sentence: one that the other all but contains adds nothing.
-        shorter = min(len(a.terms), len(b.terms))
-        return _words(a.text) == _words(b.text) or (
-            shorter > 0 and len(a.terms & b.terms) >= NEAR_DUPLICATE * shorter
-        )
-
-    return [c for c in candidates if not any(repeats(c, s) for s in chosen)]
-
-
-def _asks(s: _Sentence) -> bool:
-    """Whether the sentence is a question (also one that a summary's cut ends with "...")."""
-    return _CUT.sub("", s.text).endswith("?")
-
-
-def _with_answer(s: _Sentence, sentences: list[_Sentence]) -> _Sentence | None:
-    """A rhetorical question ("But what happens when…?") with the sentence that answers it.
-
-    A question with no answer after it in its passage says nothing: None.
-    """
-    if not _asks(s):
-        return s
-    after = next((p for p in sentences if p.n == s.n and p.index == s.index + 1), None)
-    if after is None or _asks(after):
-        return None
-    return replace(s, text=f"{s.text} {after.text}", terms=s.terms | after.terms)
-
-
-def _list_answer(ranked: list[_Sentence], passages, scorer: _Scorer) -> str:
+def _list_answer(ranked: list[Sentence], passages, scorer: _Scorer) -> str:
     """For "which papers…": the best sentence of each passage that, as a whole, is on topic."""
 
     def relevance(n: int) -> float:
         return scorer.covered(passages[n])
 
     best = max(relevance(n) for n in passages)
-    picks: dict[int, _Sentence] = {}
+    picks: dict[int, Sentence] = {}
     for s in ranked:
         if (
             len(picks) < MAX_LISTED
@@ -412,18 +328,8 @@ def _list_answer(ranked: list[_Sentence], passages, scorer: _Scorer) -> str:
         ):
             picks[s.n] = s
     order = sorted(picks.values(), key=lambda s: (-relevance(s.n), s.rank))
-    picked = [_with_answer(_with_antecedent(s, ranked), ranked) or s for s in order]
+    picked = [with_answer(with_antecedent(s, ranked), ranked) or s for s in order]
     return " ".join(cite(s.text, s.n) for s in picked)
-
-
-def _with_antecedent(s: _Sentence, sentences: list[_Sentence]) -> _Sentence:
-    """A sentence opening with "This is…" read alone says nothing: prepend the one before it."""
-    if s.index == 0 or not _ANAPHORIC.match(s.text):
-        return s
-    prev = next((p for p in sentences if p.n == s.n and p.index == s.index - 1), None)
-    if prev is None or prev.text.endswith(":"):
-        return s
-    return replace(s, index=prev.index, text=f"{prev.text} {s.text}")
 
 
 def _continues(question: str, users: list[str]) -> bool:
