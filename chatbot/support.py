@@ -408,15 +408,18 @@ def _passage_penalty(claim: Claim, passage: _Passage) -> float:
 
 def _quote_penalty(claim: Claim, passage: _Passage, group: tuple[int, ...]) -> float:
     """Factors for a negation or an opposite that these sentences do not share with the claim."""
-    have = frozenset().union(*(passage.terms[j] for j in group))
     negated = frozenset().union(*(passage.negated[j] for j in group))
     polar = frozenset().union(*(passage.polar[j] for j in group))
-    negated |= prefix_negated(claim.negated, have)
     factor = 1.0
     # Polarity of the matched clause: a negation on either side that bears on shared words is
     # contradicted only when the other side holds no negation at all ("were rare" and "weren't
-    # prevalent" agree).
-    if (claim.negated & have and not negated) or (negated & claim.terms and not claim.negated):
+    # prevalent" agree). A claim's negation is looked for in the sentences holding the words it
+    # bears on: another sentence's negation ("… hasn't just fitted a curve") is about other things.
+    speaking = [j for j in group if claim.negated & passage.terms[j]]
+    unnegated = speaking and not any(
+        passage.negated[j] or prefix_negated(claim.negated, passage.terms[j]) for j in speaking
+    )
+    if unnegated or (negated & claim.terms and not claim.negated):
         factor *= NEGATION_FLIP
     # An opposite counts where the sentence holding it speaks to the claim, not in a title
     # ("Small language models …") run in with the sentence that does ("bigger is better").

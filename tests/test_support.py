@@ -184,6 +184,7 @@ OT = "05-optimal-transport.md"  # "the gold standard … because it respects the
 ROBOT = "09-embodied-mllm-agents.md"  # "figure out the thousands of tiny muscle movements"
 SMALL_LM = "14-small-lm-math-reasoning.md"  # "the prevailing wisdom in Artificial Intelligence"
 SPEECH = "17-long-form-speech.md"  # "keep going for twenty minutes", "ramble incoherently"
+EXTRAPOLATION = "20-neural-extrapolation.md"  # "handle inputs far beyond … hasn’t just fitted"
 
 # Each rule of the check, with a faithful paraphrase it must let through and a change it must
 # flag, on real summaries.
@@ -229,6 +230,12 @@ RULES = [
         "respects the underlying geometry of the data.",
         "The underlying geometry of the data has long been respected because OT is the gold "
         "standard for comparing probability distributions.",
+    ),
+    (
+        "a negation in the next sentence ('hasn't just fitted a curve') is about other words",
+        EXTRAPOLATION,
+        "Networks can handle inputs far beyond the bounds of what they were trained on.",
+        "A network cannot handle inputs beyond the bounds of its training data.",
     ),
 ]
 
