@@ -382,10 +382,12 @@ def lexical(claim: Claim, passage: _Passage) -> _Lexical:
         top = max(c.coverage for c in candidates)
         against = min(c.penalty for c in candidates if c.coverage == top)
         candidates = [replace(c, penalty=min(c.penalty, against)) for c in candidates]
-        # A restriction ("only", "already"), unlike a negation, holds for its own sentences only.
+        # A restriction ("only", "already"), unlike a negation, holds for its own sentence only:
+        # the one of the candidate closest to the claim ("Polis has already been used …" does
+        # not make the next sentence's rigorous selection something Polis already provides).
         candidates = [
             replace(c, penalty=c.penalty * ABSOLUTE)
-            if lacks_restriction(claim.restrictions, _quote(passage, c.group))
+            if lacks_restriction(claim.restrictions, _closest(claim, passage, c.group))
             else c
             for c in candidates
         ]
@@ -435,3 +437,8 @@ def _quote_penalty(claim: Claim, passage: _Passage, group: tuple[int, ...]) -> f
 
 def _quote(passage: _Passage, group: tuple[int, ...]) -> str:
     return " ".join(passage.sentence(j) for j in group)
+
+
+def _closest(claim: Claim, passage: _Passage, group: tuple[int, ...]) -> str:
+    """The sentence of `group` sharing the most terms with the claim (the first on a tie)."""
+    return passage.sentence(max(group, key=lambda j: (len(claim.terms & passage.terms[j]), -j)))

@@ -224,6 +224,12 @@ RULES = [
         "A generalist robot already understands a command like clean up the kitchen.",
     ),
     (
+        "a restriction must stand in the sentence closest to the claim, not the one before it",
+        SOCIAL,
+        "Systems such as Polis have already been used in Taiwan to cluster opinions.",
+        "Polis already offers a mathematically rigorous selection of representative statements.",
+    ),
+    (
         "a cause given as the effect",
         OT,
         "OT has long been the gold standard for comparing probability distributions because it "
