@@ -67,12 +67,12 @@ _OPPOSITES = [
     ("outperform", "underperform"), ("rise", "fall"), ("gain", "loss"), ("respect", "ignore"),
     ("include", "exclude"), ("accept", "reject"), ("robust", "fragile"), ("succeed", "fail"),
     ("always", "never"), ("often", "rarely"), ("flexible", "rigid"), ("local", "global"),
-    ("big", "small"), ("large", "small"),
+    ("big", "small"), ("large", "small"), ("active", "passive"),
 ]  # fmt: skip
 _POLAR = frozenset(w[:5] for pair in _OPPOSITES for w in pair)
 _ABSOLUTE = re.compile(
     r"\b(?:fully|completely|entirely|always|easily|merely|purely|perfectly|faithfully|"
-    r"guarantee[sd]?|proves?|proven|definitely|certainly|every|all)\b",
+    r"guarantee[sd]?|proves?|proven|definitely|certainly|necessarily|every|all)\b",
     re.IGNORECASE,
 )
 # Absolute qualifiers that say the same: any of the group in the passage backs the claim's.
@@ -81,11 +81,12 @@ _SAME = [
     "always|invariabl",
     "mere|just|simpl|only",
     "prove|proof",
+    "necessar|inevitabl|invariabl",
 ]
 _SYNONYMS = {
     word: group
     for group in _SAME
-    for word in ("fully completely entirely always merely proves proven").split()
+    for word in ("fully completely entirely always merely proves proven necessarily").split()
     if re.match(rf"(?:{group})", word)
 }
 _NEGATED_BEFORE = re.compile(r"(?:\bnot|n['’]t|\bnever)\s+(?:\w+\s+)?$", re.IGNORECASE)
