@@ -212,3 +212,19 @@ def test_a_follow_up_of_any_shape_is_answered_from_the_conversation_topic(bot, t
     answer = bot.ask(turns[-1], history)
     assert not answer.abstained, f"{turns[-1]!r} abstained"
     assert doc_id in {c.doc_id for c in answer.citations}, (answer.standalone_question, answer.text)
+
+
+def test_of_two_passages_saying_the_same_the_one_whose_title_is_on_the_question_is_cited():
+    from chatbot.offline import answer_from_prompt
+
+    body = "The policy improves with practice over thousands of trials."
+    titles = ["Quarterly results of a retail chain", "Teaching machines to pick things up"]
+    for order in (titles, titles[::-1]):
+        passages = "\n".join(
+            f'<passage n="{n}" title="{t}">\n{body}\n</passage>' for n, t in enumerate(order, 1)
+        )
+        prompt = f"{passages}\n<question>How do robots learn to grasp objects?</question>"
+        on_topic = order.index(titles[1]) + 1
+        assert answer_from_prompt(prompt) == f"{body[:-1]} [{on_topic}].", (
+            f"the passage titled {titles[1]!r} should be cited, not the retail one: {order}"
+        )
