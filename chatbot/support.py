@@ -50,11 +50,11 @@ from .wording import (
 )
 
 # `supported` is `score >= THRESHOLD`. Tuned on claims_dev.jsonl (80 claims, half supported), on
-# 44 claims written for the purpose (benchmarks/data/claims_written.jsonl) and on 100 with hard
-# paraphrases (benchmarks/data/claims_tune.jsonl): from 0.45 to 0.55 the dev and written claims
-# sit on a plateau (90-98% of unsupported flagged, 2.5-5% of supported); on the tuning claims a
-# higher threshold catches more unsupported claims only by flagging more paraphrases (0.6: 76%
-# and 18%). `benchmarks/bench_support.py --sweep`.
+# 44 claims written for the purpose (benchmarks/data/claims_written.jsonl) and on two sets of 100
+# with hard paraphrases (benchmarks/data/claims_tune.jsonl, claims_tune2.jsonl): from 0.45 to
+# 0.55 the dev and written claims sit on a plateau (90-98% of unsupported flagged, 2-3% of
+# supported); on the tuning claims a higher threshold catches more unsupported claims only by
+# flagging more paraphrases (0.6: 84% and 18%, 68% and 30%). `bench_support.py --sweep`.
 THRESHOLD = 0.55
 # Share of the score carried by content-word coverage; the rest is the embedding cosine.
 COVERAGE_WEIGHT = 0.6
