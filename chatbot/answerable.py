@@ -158,6 +158,26 @@ def reason_check(question: str) -> Check | None:
     return lambda text, _: bool(_REASON.search(text))
 
 
+# "Which two cities…", "Which older style of network…", "What name…": the answer is most often a
+# name; not "What is…", "What if…" (a verb or a function word after it asks something else).
+_WHICH_THING = re.compile(
+    r"^\W*(?:and\s+|so\s+)?(?:which|what)\s+(?!(?:is|are|was|were|does|do|did|can|could|might|"
+    r"would|should|will|has|have|had|happens|kind|kinds|sort|type|types)\b)([a-z-]+)",
+    re.IGNORECASE,
+)
+
+
+def name_preference(question: str) -> Check | None:
+    """For "which <thing>…": a test of whether a sentence names something the question does
+    not; else None. It orders sentences, it never makes the model abstain: the thing asked for
+    is not always written as a name ("grokking")."""
+    thing = _WHICH_THING.search(question)
+    if not thing or thing.group(1).lower() in STOPWORDS:
+        return None
+    known = {w.lower() for w in re.findall(r"[\w.-]+", question)}
+    return lambda text, _: any(m.group(0).lower() not in known for m in _NAME.finditer(text))
+
+
 def answer_checks(question: str) -> list[Check]:
     """What a sentence must supply to answer `question`: a figure, a name, or both if both asked."""
     checks = [check for check in (figure_check(question), name_check(question)) if check]

@@ -228,3 +228,20 @@ def test_of_two_passages_saying_the_same_the_one_whose_title_is_on_the_question_
         assert answer_from_prompt(prompt) == f"{body[:-1]} [{on_topic}].", (
             f"the passage titled {titles[1]!r} should be cited, not the retail one: {order}"
         )
+
+
+def test_a_which_question_is_answered_by_the_sentence_naming_what_it_asks_for(bot):
+    answer = bot.ask(
+        "Which two cities appear in the spectrum license example of the auction summary?"
+    )
+    assert "Philadelphia" in answer.text and "New York" in answer.text, (
+        f"the sentence naming the cities should be quoted: {answer.text!r}"
+    )
+
+
+def test_a_what_if_question_is_not_read_as_asking_for_a_name():
+    from chatbot.answerable import name_preference
+
+    assert name_preference("Which cities does its example use?") is not None
+    assert name_preference("What if the end of a sentence is easier to guess?") is None
+    assert name_preference("What is Algorithmic Collective Action?") is None
