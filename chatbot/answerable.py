@@ -10,7 +10,8 @@ Signals that carry over to questions never seen:
   year") is answered only by a sentence that states one, in any of the ways figures are written:
   "10,000", "20%", "2 trillion", "twice", "a hundred", "ten minutes"; one asking which model,
   dataset or benchmark only by a sentence that names one the question does not already name.
-  A "why" question prefers, beside its best sentence, one that gives a reason.
+  A "why" question prefers, beside its best sentence, one that gives a reason; a "which <thing>"
+  question a sentence naming something it does not name itself.
 - **Names.** A question naming a system, place or person ("GPT-3", "Adam") that the passages
   never mention is about something they do not cover.
 - **Typos.** A word that is neither English nor the passages', but one edit from a passage word,
