@@ -354,12 +354,39 @@ class Store:
         """The cosine similarity of `vector` to each stored passage of `ids` (those it holds)."""
         if not ids:
             return []
-        got = self.collection.get(ids=list(ids), include=["embeddings"])
+        got = self._embeddings_of(list(ids))
+        if not got["ids"]:
+            return []
         stored = np.asarray(got["embeddings"], dtype=np.float32).reshape(len(got["ids"]), -1)
         query = np.asarray(vector, dtype=np.float32)
         norms = np.linalg.norm(stored, axis=1) * (np.linalg.norm(query) or 1.0)
         sims = stored @ query / np.where(norms > 0, norms, 1.0)
         return [(i, float(s)) for i, s in zip(got["ids"], sims, strict=True)]
+
+    def _embeddings_of(self, ids: list[str]) -> dict[str, list]:
+        """The stored vectors of `ids`, leaving out those this process cannot read yet.
+
+        Passages another process added after this one opened the collection are in the shared
+        database, so the keyword side finds them, but this process's copy of the vector
+        segment does not hold them: Chroma then fails the whole batch ("Error finding id").
+        Read one by one instead, and leave those out; they keep the dense side's lowest score.
+        """
+        try:
+            return self.collection.get(ids=ids, include=["embeddings"])
+        except Exception as e:  # chromadb.errors.InternalError, imported lazily elsewhere
+            if "finding id" not in str(e):
+                raise
+        found: dict[str, list] = {"ids": [], "embeddings": []}
+        for pid in ids:
+            try:
+                one = self.collection.get(ids=[pid], include=["embeddings"])
+            except Exception as e:
+                if "finding id" not in str(e):
+                    raise
+                continue
+            found["ids"] += one["ids"]
+            found["embeddings"] += list(one["embeddings"])
+        return found
 
     @_translated
     def reset(self) -> None:
