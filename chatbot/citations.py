@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Sequence
 
+from .extract import split_sentences
 from .keyword import terms
-from .offline import split_sentences
 from .types import Citation, Passage
 
 _MARKER = re.compile(r"\s*\[(\d+(?:\s*[,;]\s*\d+)*)\]")

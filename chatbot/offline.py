@@ -39,7 +39,6 @@ from .extract import (
     with_answer,
     with_antecedent,
 )
-from .extract import split_sentences as split_sentences  # read by citations and wording
 from .keyword import asks_for_list, terms
 from .prompts import NO_ANSWER
 

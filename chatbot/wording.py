@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .extract import split_sentences
 from .keyword import terms
-from .offline import split_sentences
 
 # A negation bears on the next this many content words (or, ending its sentence, the ones before).
 NEGATION_SCOPE = 4
