@@ -109,16 +109,17 @@ KNOWN_MISSES = {
 }
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
+def with_known_misses(cases: list[dict]) -> list:
+    """The cases, those in KNOWN_MISSES as strict expected failures giving the reason."""
+    return [
         pytest.param(c, marks=pytest.mark.xfail(reason=KNOWN_MISSES[c["id"]], strict=True))
         if c["id"] in KNOWN_MISSES
         else c
-        for c in HELDOUT
-    ],
-    ids=[c["id"] for c in HELDOUT],
-)
+        for c in cases
+    ]
+
+
+@pytest.mark.parametrize("case", with_known_misses(HELDOUT), ids=[c["id"] for c in HELDOUT])
 def test_heldout_questions(bot, case):
     check_case(bot, case)
 
@@ -133,16 +134,7 @@ HARD += load_questions(Path(__file__).parent / "data" / "dev_tune.jsonl")
 HARD += load_questions(Path(__file__).parent / "data" / "dev_tune2.jsonl")
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(c, marks=pytest.mark.xfail(reason=KNOWN_MISSES[c["id"]], strict=True))
-        if c["id"] in KNOWN_MISSES
-        else c
-        for c in HARD
-    ],
-    ids=[c["id"] for c in HARD],
-)
+@pytest.mark.parametrize("case", with_known_misses(HARD), ids=[c["id"] for c in HARD])
 def test_hard_questions(bot, case):
     check_case(bot, case)
 
