@@ -8,6 +8,10 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from .conftest import ROOT
@@ -30,6 +34,19 @@ def run_cli(data_dir: Path, *args: str, input: str | None = None, timeout: float
         text=True,
         timeout=timeout,
     )
+
+
+@contextmanager
+def local_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[ThreadingHTTPServer]:
+    """An HTTP server on 127.0.0.1 (a free port) answering with `handler`, closed on exit."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield httpd
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
 
 
 def free_port() -> int:

@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import httpx
 import openai
@@ -19,7 +19,7 @@ from openai import OpenAI
 from chatbot import Chatbot, Settings, api, web, webguard
 
 from .conftest import ROOT
-from .helpers import cli_env, free_port, private_index
+from .helpers import cli_env, free_port, local_server, private_index
 
 QUESTION = "What is generative social choice?"
 FOLLOW_UP = "Which systems does it mention?"
@@ -311,21 +311,18 @@ def model_server(
     """Settings answering through a local `_Model` server, and the requests it receives."""
     seen: list[dict] = []
     handler = type("Model", (_Model,), {"release": release, "seen": seen, "cut": cut})
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    settings = Settings.load(
-        env_file=None,
-        data_dir=data,
-        openai_base_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1",
-        openai_api_key="sk-model",
-        model="test-model",
-    )
-    try:
-        yield settings, seen
-    finally:
-        release.set()
-        httpd.shutdown()
-        httpd.server_close()
+    with local_server(handler) as httpd:
+        settings = Settings.load(
+            env_file=None,
+            data_dir=data,
+            openai_base_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1",
+            openai_api_key="sk-model",
+            model="test-model",
+        )
+        try:
+            yield settings, seen
+        finally:
+            release.set()
 
 
 def test_earlier_replies_reach_the_model_without_their_footnotes_and_system_text_never(api_data):

@@ -31,8 +31,7 @@ CUT = ANSWER[:21]  # the three 7-character chunks the server sends before it clo
 def openai_server() -> Iterator[FakeOpenAI]:
     fake = FakeOpenAI()
     yield fake
-    fake.httpd.shutdown()
-    fake.httpd.server_close()
+    fake.close()
 
 
 @pytest.fixture

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import re
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import httpx
 import pytest
 
 from chatbot import Chatbot, Settings, web, webguard, webview
 
+from .helpers import local_server
 from .test_web import ANSWERED, browser, free_port, needs_chromium  # noqa: F401 (browser is a fixture)
 
 QUESTION = "How long do zeppelin hangar acoustics echo?"
@@ -40,11 +40,8 @@ def tracker() -> Iterator[tuple[str, list[str]]]:
     """A request-counting server on 127.0.0.1: its base URL and the paths requested from it."""
     hits: list[str] = []
     handler = type("Counter", (_Counter,), {"hits": hits})
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", hits
-    httpd.shutdown()
-    httpd.server_close()
+    with local_server(handler) as httpd:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", hits
 
 
 @pytest.fixture

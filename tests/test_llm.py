@@ -58,6 +58,10 @@ class FakeOpenAI:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
     def reset(self) -> None:
         self.release_all()
         self.requests.clear()
@@ -188,8 +192,7 @@ class _Handler(BaseHTTPRequestHandler):
 def server():
     fake = FakeOpenAI()
     yield fake
-    fake.httpd.shutdown()
-    fake.httpd.server_close()
+    fake.close()
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ import pytest
 from chatbot import Chatbot, Settings, web, webview
 from chatbot.cli import main
 
-from .helpers import free_port, private_index
+from .helpers import free_port, local_server, private_index
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "test-output"
@@ -649,30 +649,27 @@ class _OpenAIHandler(BaseHTTPRequestHandler):
 @contextmanager
 def serve_with_model(web_data: Path, handler) -> Iterator[tuple[str, ThreadingHTTPServer]]:
     """The app answering through the OpenAI client from a local server speaking with `handler`."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    settings = Settings.load(
-        env_file=None,
-        data_dir=web_data,
-        openai_base_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1",
-        openai_api_key=API_KEY,
-        model="test-model",
-    )
-    port = free_port()
-    app = web.serve(Chatbot(settings), port=port, block=False)
-    try:
-        yield f"http://127.0.0.1:{port}/", httpd
-    finally:
-        app.close()
+    with local_server(handler) as httpd:
+        settings = Settings.load(
+            env_file=None,
+            data_dir=web_data,
+            openai_base_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1",
+            openai_api_key=API_KEY,
+            model="test-model",
+        )
+        port = free_port()
+        app = web.serve(Chatbot(settings), port=port, block=False)
+        try:
+            yield f"http://127.0.0.1:{port}/", httpd
+        finally:
+            app.close()
 
 
 @pytest.fixture(scope="module")
 def api_server(web_data) -> Iterator[str]:
     """The app with a real model: the OpenAI client talking to a local server."""
-    with serve_with_model(web_data, _OpenAIHandler) as (url, httpd):
+    with serve_with_model(web_data, _OpenAIHandler) as (url, _):
         yield url
-    httpd.shutdown()
-    httpd.server_close()
 
 
 @needs_chromium
@@ -702,23 +699,19 @@ class _UncitedHandler(_OpenAIHandler):
 
 @needs_chromium
 def test_an_answer_citing_nothing_is_flagged_as_citing_no_source(page, web_data):
-    with serve_with_model(web_data, _UncitedHandler) as (url, httpd):
-        try:
-            open_app(page, url)
-            ask(page, QUESTION)
-            answer = page.locator("#chat [data-testid='bot']").first
-            flag = answer.locator(".unsupported")
-            assert flag.count() == 1, f"one ⚠ should mark the uncited answer: {answer.inner_html()}"
-            assert flag.inner_text() == "⚠"
-            assert answer.get_by_role("img", name="Cites no source").count() == 1, (
-                "a screen reader should hear why the sentence is flagged"
-            )
-            assert flag.get_attribute("title") == "Cites no source", "hovering should say why"
-            text = answer.inner_text()
-            assert text.index("⚠") > text.index("deployments need"), "⚠ follows the sentence"
-        finally:
-            httpd.shutdown()
-            httpd.server_close()
+    with serve_with_model(web_data, _UncitedHandler) as (url, _):
+        open_app(page, url)
+        ask(page, QUESTION)
+        answer = page.locator("#chat [data-testid='bot']").first
+        flag = answer.locator(".unsupported")
+        assert flag.count() == 1, f"one ⚠ should mark the uncited answer: {answer.inner_html()}"
+        assert flag.inner_text() == "⚠"
+        assert answer.get_by_role("img", name="Cites no source").count() == 1, (
+            "a screen reader should hear why the sentence is flagged"
+        )
+        assert flag.get_attribute("title") == "Cites no source", "hovering should say why"
+        text = answer.inner_text()
+        assert text.index("⚠") > text.index("deployments need"), "⚠ follows the sentence"
 
 
 def test_a_stopped_answer_is_shown_marked_but_never_taken_as_an_answer():
@@ -790,11 +783,11 @@ RECORD_TIMES = """() => { window.__times = {};
 @pytest.fixture(scope="module")
 def slow_api_server(web_data) -> Iterator[str]:
     """The app with a model that takes 2 s to start answering."""
-    with serve_with_model(web_data, _SlowFirstTokenHandler) as (url, httpd):
-        yield url
-    _SlowFirstTokenHandler.release.set()
-    httpd.shutdown()
-    httpd.server_close()
+    with serve_with_model(web_data, _SlowFirstTokenHandler) as (url, _):
+        try:
+            yield url
+        finally:
+            _SlowFirstTokenHandler.release.set()
 
 
 @needs_chromium
@@ -854,10 +847,8 @@ class _LongAnswerHandler(_OpenAIHandler):
 @pytest.fixture(scope="module")
 def long_api_server(web_data) -> Iterator[str]:
     """The app with a model that takes ~1 minute to write its answer, unless told to hurry."""
-    with serve_with_model(web_data, _LongAnswerHandler) as (url, httpd):
+    with serve_with_model(web_data, _LongAnswerHandler) as (url, _):
         yield url
-    httpd.shutdown()
-    httpd.server_close()
 
 
 def answer_text(page, index: int = 0) -> str:
