@@ -49,6 +49,11 @@ def clean(text: str, valid: set[int], numbers: dict[int, int] | None = None) -> 
     return _MARKER.sub(fix, text)
 
 
+def without_markers(text: str) -> str:
+    """`text` with its `[n]` citation markers (and the space before each) removed."""
+    return _MARKER.sub("", text)
+
+
 def cited(text: str) -> list[int]:
     """Passage numbers cited in `text`, in order of first appearance."""
     seen: list[int] = []
@@ -94,7 +99,7 @@ def claims_by_number(text: str) -> dict[int, list[list[str]]]:
         if not ns:
             pending.append(sentence)
             continue
-        bare = [_MARKER.sub("", s).strip() for s in [*pending, sentence]]
+        bare = [without_markers(s).strip() for s in [*pending, sentence]]
         readings = [" ".join(bare), bare[-1]] if pending else [bare[-1]]
         for n in ns:
             claims.setdefault(n, []).append(readings)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .citations import without_markers
 from .extract import split_sentences
 from .keyword import terms
 
@@ -277,7 +278,6 @@ def reverses_cause(cause: tuple[frozenset[str], frozenset[str]], quote: str) -> 
     return len(cause[0] & said[1]) > len(cause[0] & said[0])
 
 
-_MARKER = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)]|#+)\s+")
 # Markdown emphasis a model may use ("**Answer:** …", "`BERT`"): not part of what it claims.
 _EMPHASIS = re.compile(r"\*\*|__|(?<!\w)[*_`]|[*_`](?!\w)")
@@ -309,7 +309,7 @@ class Claim:
 def strip_markers(text: str, *, emphasis: bool = True) -> str:
     """`text` without its `[n]` markers, a list item's bullet or (with `emphasis`) Markdown
     emphasis."""
-    bare = _BULLET.sub("", _MARKER.sub("", text))
+    bare = _BULLET.sub("", without_markers(text))
     return (_EMPHASIS.sub("", bare) if emphasis else bare).strip()
 
 
