@@ -101,6 +101,11 @@ def asks(s: Sentence) -> bool:
     return _CUT.sub("", s.text).endswith("?")
 
 
+def continues(s: Sentence) -> bool:
+    """Whether the sentence opens by pointing back to the one before it ("They begin to…")."""
+    return bool(_ANAPHORIC.match(s.text))
+
+
 def with_answer(s: Sentence, sentences: list[Sentence]) -> Sentence | None:
     """A rhetorical question ("But what happens when…?") with the sentence that answers it.
 

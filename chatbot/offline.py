@@ -32,6 +32,7 @@ from .answerable import (
 from .extract import (
     Sentence,
     already_said,
+    continues,
     distinct,
     next_sentence,
     passage_sentences,
@@ -57,7 +58,7 @@ _REFERRING = re.compile(
 # A question opening with a connective ("And the first one?", "So what do you end up with…?",
 # "What about its limits?") carries on from the turn before.
 _CONTINUING = re.compile(r"^\s*(?:and|so|but|also|then|what about|how about)\b", re.IGNORECASE)
-MAX_SENTENCES = 3
+MAX_SENTENCES = 4
 # How a condensed follow-up carries its topic: "Which systems does it mention? (about: …)".
 _ABOUT = " (about: "
 # The offline model abstains when no passage sentence reaches this MiniLM cosine with the
@@ -249,7 +250,8 @@ def answer_from_prompt(prompt: str, said: Sequence[str] = ()) -> str:
     ranked = sorted(sentences, key=lambda s: (-scorer.score(s), s.rank, s.index))
     if listing:
         return _list_answer(ranked, passages, scorer)
-    checks = answer_checks(question)
+    asked = question.split(_ABOUT)[0]
+    checks = answer_checks(asked)
     if checks:
         # "How many parameters…", "Which model…": only a sentence that states such a figure or
         # name answers; passages on the topic without it do not.
@@ -269,12 +271,12 @@ def answer_from_prompt(prompt: str, said: Sequence[str] = ()) -> str:
         ]
         if not ranked:
             return NO_ANSWER
-    if names := name_preference(question.split(_ABOUT)[0]):
+    if names := name_preference(asked):
         # "Which two cities…": in the passage that answers best, a sentence naming something the
         # question does not comes first; which passage is cited does not change.
         bonus = {s: NAME_BONUS * (s.n == ranked[0].n and names(s.text, s.terms)) for s in ranked}
         ranked = sorted(ranked, key=lambda s: (-scorer.score(s) - bonus[s], s.rank, s.index))
-    chosen = _choose(ranked, sentences, scorer, said, reason_check(question))
+    chosen = _choose(ranked, sentences, scorer, said, reason_check(asked))
     chosen = _say_new(chosen, said, question)
     if not chosen:
         return NO_ANSWER
@@ -301,7 +303,13 @@ def _choose(
         # "Why…" answered by a sentence that sets the scene: the passage's best sentence giving
         # a reason joins it ("The intuition was simple: different models make different…").
         same = [s for s in ranked[1:] if s.n == best.n and detail(s.text, s.terms)] + same
-    companions = distinct(same, [best])[:1] or next_sentence(best, sentences)
+    follow = next_sentence(best, sentences)
+    if follow and continues(follow[0]):
+        # "…they inevitably fall apart over longer durations." is completed by the sentence
+        # after it ("They begin to ramble…"), which says what the first one only announces.
+        companions = follow + distinct([c for c in same if c not in follow], [best, *follow])[:1]
+    else:
+        companions = distinct(same, [best])[:1] or follow
     main = sorted([best, *companions], key=lambda s: s.index)
     main[0] = with_antecedent(main[0], sentences)
     chosen: list[Sentence] = []

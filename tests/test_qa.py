@@ -98,7 +98,6 @@ KNOWN_MISSES = {
     "t2-u02": "answers a near miss (an ImageNet accuracy) with the ensembles summary's intuition",
     "t2-m01": "lists the agent-benchmark summary but not the virtual-agent one",
     "t2-f03": "quotes the benchmarks again instead of the workflow's last step",
-    "t2-f04": "abstains: the first turn cites the virtual-agent summary, not the robot one",
     "t2-f07": "the first turn cites the extrapolation summary before the phenomena one",
     "t2-f10": "the first turn cites the ensembles summary for machines helping mathematicians",
     # "Which summaries…" with two expected: the list stops at the passages covering enough of
