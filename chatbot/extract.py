@@ -18,8 +18,11 @@ from .keyword import terms
 _SENTENCE_END = re.compile(r"(?:(?<=[.!?…])|(?<=[.!?…][\"”’)]))\s+(?=[\"“‘(A-Z0-9])")
 # A summary cut short ends its last sentence with "...": the sentence is what came before.
 _CUT = re.compile(r"\s*(?:\.\.\.|…)$")
-# "This is the challenge of X." needs the sentence before it to mean anything.
-_ANAPHORIC = re.compile(r"^(This|These|That|Those|It|They|Such)\b")
+# "This is the challenge of X." or "For years, this has been the final boss…" needs the sentence
+# before it to mean anything: a pointing word opens it, perhaps after a short lead-in phrase.
+_ANAPHORIC = re.compile(
+    r"^(?:[A-Z][^,.;:]{0,30},\s+)?(?:[Tt]his|[Tt]hese|[Tt]hat|[Tt]hose|[Ii]t|[Tt]hey|[Ss]uch)\b"
+)
 # A bare section heading run into the sentence after it ("Introduction We are…").
 _LEAD = re.compile(
     r"^(?:Introduction|Background|Motivation|Overview|Abstract|Conclusions?|Discussion|"

@@ -324,6 +324,21 @@ def _choose(
             answered = with_answer(s, sentences)
             if answered is not None and distinct([answered], chosen):
                 chosen.append(answered)
+    return _with_next(chosen, follow, sentences)
+
+
+def _with_next(chosen: list[Sentence], follow: list[Sentence], sentences) -> list[Sentence]:
+    """With room left, the answer also quotes the sentence after its best one, which most
+    often carries on with the detail the best one introduces ("…the story gets complicated."
+    and then how)."""
+    if not follow or len(chosen) >= MAX_SENTENCES:
+        return chosen
+    extra = with_answer(follow[0], sentences)
+    if extra is None or not distinct([extra], chosen):
+        return chosen
+    block = [c for c in chosen if c.n == extra.n]
+    others = [c for c in chosen if c.n != extra.n]
+    return sorted([*block, extra], key=lambda c: c.index) + others
     return chosen
 
 
