@@ -49,13 +49,23 @@ _SMALL_NUMBERS = (
 # A number standing alone: "10,000", "3.5", "12%" and "10x" count, the 4 of "GPT-4o" does not.
 _DIGITS = r"(?<![\w.-])\d[\d,]*(?:\.\d+)?(?:%|x\b|×)?(?![\w-])"
 _NUMBER = re.compile(
-    rf"{_DIGITS}|\b(?:{'|'.join(_SMALL_NUMBERS.split())})\b|\b\w+-fold\b", re.IGNORECASE
+    rf"{_DIGITS}|\b(?!one\s+(?:of|another)\b)(?:{'|'.join(_SMALL_NUMBERS.split())})\b|\b\w+-fold\b",
+    re.IGNORECASE,
 )
 _AMOUNT = re.compile(rf"[$€£]\s?\d|{_NUMBER.pattern}|\bdollars?\b", re.IGNORECASE)
 _YEAR = re.compile(r"\b(?:1[5-9]\d\d|20\d\d)\b")
-_HOW_MANY = re.compile(r"\bhow many\s+(.+)", re.IGNORECASE)
+# Where the question itself asks "how many" or "how much": at its start ("Roughly how many…",
+# "Tell me how much…") or opening a clause of its own ("…, and by how much?"); not inside a
+# clause saying something else ("…captured by contrasting how well they see with how much they
+# know?").
+_ASKS = (
+    r"(?:^\W*(?:[\w-]+\s+){0,3}?|[,;:]\s*|\band\s+)"
+    r"(?:(?:and|so|but|then|roughly|about|approximately|exactly|just|also|by|for|after|in|"
+    r"within|at|with|over|of|to|on)\s+){0,2}"
+)
+_HOW_MANY = re.compile(rf"{_ASKS}how many\s+(.+)", re.IGNORECASE)
 # "How much…", "by how much": an amount.
-_HOW_MUCH = re.compile(r"\bhow much\b", re.IGNORECASE)
+_HOW_MUCH = re.compile(rf"{_ASKS}how much\b", re.IGNORECASE)
 _WHICH_YEAR = re.compile(r"\b(what|which) year\b", re.IGNORECASE)
 # "What learning rate was used", "What is the accuracy of…", "what minimum fraction…", "what
 # speed-up…"; not "What does the score function…" (a verb follows the noun there).
@@ -190,10 +200,26 @@ def name_check(question: str) -> Check | None:
 
     A name already in the question does not count: it is what is asked about, not the answer.
     """
-    if not _WHICH_NAMED.search(question):
+    if not any(_asks_it(question, m.start()) for m in _WHICH_NAMED.finditer(question)):
         return None
     known = {w.lower() for w in re.findall(r"[\w.-]+", question)}
     return lambda text, _: any(m.group(0).lower() not in known for m in _NAME.finditer(text))
+
+
+# "…the order in which masked diffusion models fill in tokens": a relative clause, not a question.
+_RELATIVE = re.compile(
+    r"\b(?:in|on|by|of|to|at|for|from|with|through|under|during|into|over)\s+$", re.IGNORECASE
+)
+
+
+def _asks_it(question: str, start: int) -> bool:
+    """Whether the "which" or "what" at `start` asks the question rather than opening a
+    relative clause ("in which…"); a preposition at the question's start asks ("In which
+    dataset…?")."""
+    before = question[:start]
+    if not _RELATIVE.search(before):
+        return True
+    return bool(re.search(r"(?:^\W*|[,;:(]\s*|\b(?:and|but|or)\s+)\w+\s+$", before))
 
 
 def figure_check(question: str) -> Check | None:

@@ -245,3 +245,105 @@ def test_a_what_if_question_is_not_read_as_asking_for_a_name():
     assert name_preference("Which cities does its example use?") is not None
     assert name_preference("What if the end of a sentence is easier to guess?") is None
     assert name_preference("What is Algorithmic Collective Action?") is None
+
+
+def _ask_turns(bot, turns: list[str]):
+    history: list[dict[str, str]] = []
+    for turn in turns[:-1]:
+        earlier = bot.ask(turn, history)
+        history += [
+            {"role": "user", "content": turn},
+            {"role": "assistant", "content": earlier.text},
+        ]
+    return bot.ask(turns[-1], history)
+
+
+def test_a_question_looking_for_one_summary_cites_that_summary_alone(bot):
+    found = bot.ask("Is there a summary about assistants that reply at once instead of asking?")
+    assert {c.doc_id for c in found.citations} == {"llm-active-collaborators"}, found.text
+    follow = _ask_turns(
+        bot,
+        [
+            "Is there a summary about assistants that reply at once instead of asking?",
+            "What does it say they leave out of account?",
+        ],
+    )
+    assert "llm-active-collaborators" in {c.doc_id for c in follow.citations}, follow.text
+
+
+def test_a_follow_up_is_held_to_the_kind_of_answer_it_asks_for_not_the_earlier_turns(bot):
+    # The second turn asks what kind of model; the third asks for a description, which no name
+    # needs to supply.
+    answer = _ask_turns(
+        bot,
+        [
+            "Is there a summary about text generators that fill in tokens in any order?",
+            "What kind of model does it set them against?",
+            "Apart from being successful, how does it describe those models?",
+        ],
+    )
+    assert "rigid" in answer.text, answer.text
+
+
+def test_the_sentence_carrying_on_from_the_best_one_is_quoted_with_it():
+    from chatbot.offline import answer_from_prompt
+
+    body = (
+        "Speech models sound natural in short clips. Over long stretches, however, they fall "
+        "apart. They ramble, repeat themselves and drift into noise. Training them is costly."
+    )
+    prompt = (
+        f'<passage n="1" title="Long speech">\n{body}\n</passage>\n'
+        "<question>Do speech models fall apart over long stretches?</question>"
+    )
+    answer = answer_from_prompt(prompt)
+    assert "they fall apart" in answer and "They ramble" in answer, answer
+
+
+def test_a_sentence_pointing_back_after_a_lead_in_is_quoted_with_the_one_before():
+    from chatbot.offline import answer_from_prompt
+
+    body = (
+        "Imagine a bedtime story that goes on for twenty minutes. For years, this has been the "
+        "hardest test of spoken language modelling. Short clips are easy."
+    )
+    prompt = (
+        f'<passage n="1" title="Long speech">\n{body}\n</passage>\n'
+        "<question>What has been the hardest test of spoken language modelling?</question>"
+    )
+    assert "twenty minutes" in answer_from_prompt(prompt)
+
+
+def test_one_of_is_not_a_figure():
+    from chatbot.answerable import figure_check
+
+    gives = figure_check("How much research have these puzzles led to?")
+    assert gives is not None
+    assert not gives("One of the most profound mysteries is generalization.", frozenset())
+    assert gives("They have spawned thousands of papers.", frozenset())
+
+
+def test_a_follow_up_keeps_the_topic_of_the_turn_that_named_it(bot):
+    # The second turn points back ("it", "those models"), so the topic is the first turn's.
+    answer = _ask_turns(
+        bot,
+        [
+            "Is there a summary on the order in which diffusion language models unmask tokens?",
+            "What does it compare those models with?",
+            "Which product is given as an example of one?",
+        ],
+    )
+    assert "masked-diffusion-token-order" in {c.doc_id for c in answer.citations}, answer.text
+    assert "ChatGPT" in answer.text, answer.text
+
+
+def test_words_inside_another_clause_do_not_set_the_kind_of_answer():
+    from chatbot.answerable import figure_check, name_check
+
+    assert (
+        figure_check("What weakness shows in how well they see versus how much they know?") is None
+    )
+    assert figure_check("It improves accuracy, and for how many classes?") is not None
+    assert figure_check("Roughly how many papers are there?") is not None
+    assert name_check("Is there a paper on the order in which diffusion models unmask?") is None
+    assert name_check("In which dataset was it trained?") is not None

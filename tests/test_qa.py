@@ -98,8 +98,18 @@ KNOWN_MISSES = {
     "t2-u02": "answers a near miss (an ImageNet accuracy) with the ensembles summary's intuition",
     "t2-m01": "lists the agent-benchmark summary but not the virtual-agent one",
     "t2-f03": "quotes the benchmarks again instead of the workflow's last step",
-    "t2-f07": "the first turn cites the extrapolation summary before the phenomena one",
     "t2-f10": "the first turn cites the ensembles summary for machines helping mathematicians",
+    # dev_tune3 and dev_tune4: paraphrases under the similarity floor or losing to a summary
+    # that shares their everyday words, near misses and general questions close to a sentence.
+    "b-s06": "cites the agent-benchmark summary for 'picture-understanding chatbots'",
+    "b-s09": "abstains: 'straight-line separators' for linear classification stays under the floor",
+    "b-s14": "abstains: the sentence naming the models shares too little with the question",
+    "b-u06": "answers a near miss (architecture, dataset) with the summary's opening sentences",
+    "b-y02": "abstains: 'paprs', 'dubble' and 'spawnd' are read as words the passages lack",
+    "b2-u08": "answers a question on dropout with a sentence on interpolation",
+    "b-m05": "lists the social-choice and transport summaries, which say 'mathematically'",
+    "b2-m04": "lists the social-choice and transport summaries, which say 'mathematically'",
+    "b2-m02": "lists the ensembles and agent summaries for 'AI making things up'",
     # "Which summaries…" with two expected: the list stops at the passages covering enough of
     # the question's words, and the second summary says it in other words.
     "d-m02": "lists 1 of the 2 expected summaries",
@@ -131,6 +141,8 @@ HARD += load_questions(Path(__file__).parent / "data" / "dev_extra.jsonl")
 # Written from the summaries by someone who had not seen the code, to tune on.
 HARD += load_questions(Path(__file__).parent / "data" / "dev_tune.jsonl")
 HARD += load_questions(Path(__file__).parent / "data" / "dev_tune2.jsonl")
+HARD += load_questions(Path(__file__).parent / "data" / "dev_tune3.jsonl")
+HARD += load_questions(Path(__file__).parent / "data" / "dev_tune4.jsonl")
 
 
 @pytest.mark.parametrize("case", with_known_misses(HARD), ids=[c["id"] for c in HARD])
