@@ -262,3 +262,31 @@ def test_each_rule_supports_the_paraphrase_and_flags_the_change(
     assert kept.supported, f"{rule}: {paraphrase!r} should be supported ({kept})"
     flagged = bot.check_claim(changed, passage)
     assert not flagged.supported, f"{rule}: {changed!r} should be flagged ({flagged})"
+
+
+@pytest.mark.parametrize(
+    ("name", "claim", "changed"),
+    [
+        (
+            "12-neural-discovery-mathematics.md",
+            "Although mathematics looks like strict logic, getting to a proof is often untidy and "
+            "leans on intuition, visualisation and trial and error.",
+            "Although mathematics looks like strict logic, getting to a proof is rarely untidy and "
+            "never leans on intuition, visualisation or trial and error.",
+        ),
+        (
+            "07-llm-active-collaborators.md",
+            "Today's LLMs are mostly trained to satisfy the present request rather than to "
+            "consider where the dialogue is going.",
+            "Today's LLMs are mostly trained to plan the whole dialogue ahead instead of answering "
+            "the present request.",
+        ),
+    ],
+)
+def test_words_said_another_way_still_count_as_covered(bot, name, claim, changed):
+    # "untidy" for "messy", "satisfy the present request" for "satisfying the immediate query":
+    # the claim's words are not the passage's, but a word meaning about the same stands in.
+    passage = summary(name)
+    result = bot.check_claim(claim, passage)
+    assert result.supported, f"{claim!r} paraphrases {name} but scored {result.score}"
+    assert not bot.check_claim(changed, passage).supported, changed
