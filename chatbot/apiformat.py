@@ -195,12 +195,13 @@ def usage(answer: Any | None) -> dict[str, int]:
 
 
 def extras(answer: Any) -> dict[str, Any]:
-    """What this server adds to OpenAI's reply: citations, abstention, unsupported sentences.
+    """What this server adds to OpenAI's reply: citations, abstention, unsupported sentences,
+    and how the question narrowed the search.
 
     The same fields as `chatbot ask --json`, so a client can mark what its sources do not back.
     """
     shown = answer.to_dict()
-    return {key: shown[key] for key in ("citations", "abstained", "unsupported")}
+    return {key: shown[key] for key in ("citations", "abstained", "unsupported", "narrowed")}
 
 
 @dataclass(frozen=True)

@@ -94,7 +94,14 @@ def _print_stream(stream) -> None:
         raise
     print()
     _print_unsupported(stream.answer)
+    _print_narrowed(stream.answer)
     _print_sources(stream.answer)
+
+
+def _print_narrowed(answer, out=None) -> None:
+    """Which papers the question itself limited the search to ("papers by Ding", "in 2021")."""
+    if answer and answer.narrowed:
+        print(f"Searched only: {'; '.join(answer.narrowed)}", file=out or sys.stdout)
 
 
 def _print_unsupported(answer, out=None) -> None:

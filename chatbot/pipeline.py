@@ -213,7 +213,9 @@ def answer_stream(
     clock.lap("condense")
     found = retrieve(parts.retriever, standalone, k, where, parts.settings.top_k)
     clock.lap("retrieve")
-    finish = partial(to_answer, question, standalone, model=model, clock=clock)
+    finish = partial(
+        to_answer, question, standalone, model=model, clock=clock, narrowed=found.narrowed
+    )
     if not found.relevant and not getattr(model.llm, "judges_answerability", False):
         # Nothing relevant: say so without asking the model to invent something. The offline
         # model checks on the passages themselves whether they answer, so it is always asked.
@@ -340,6 +342,7 @@ def to_answer(
     model: Model,
     clock: Clock,
     numbers: dict[int, int] | None = None,
+    narrowed: tuple[str, ...] = (),
 ) -> Answer:
     """The Answer for the model's full `text`: abstained, or citing the passages it names.
 
@@ -356,9 +359,13 @@ def to_answer(
         timings["first_token"] = tracker.first_token
     timings = {k: round(v, 4) for k, v in timings.items()}
     if NO_ANSWER.rstrip(".").lower() in text.lower() or not passages:
-        return Answer(question, NO_ANSWER, [], True, standalone, passages, usage, timings)
+        return Answer(
+            question, NO_ANSWER, [], True, standalone, passages, usage, timings, (), narrowed
+        )
     cites = citations.cite(text, passages, numbers)
     started = time.perf_counter()
     unsupported = support.check_answer(text, passages, numbers)
     timings["check"] = round(time.perf_counter() - started, 4)
-    return Answer(question, text, cites, False, standalone, passages, usage, timings, unsupported)
+    return Answer(
+        question, text, cites, False, standalone, passages, usage, timings, unsupported, narrowed
+    )

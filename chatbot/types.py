@@ -137,12 +137,16 @@ class Answer:
     timings: dict[str, float] = field(default_factory=dict)
     # Sentences not supported by the passages they cite, or stating something uncited.
     unsupported: tuple[Unsupported, ...] = ()
+    # How the question narrowed the search ("authors: Hu Ding", "year = 2021"), as `where` does.
+    narrowed: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON shape `chatbot ask --json` prints: answer, abstained, citations, unsupported."""
+        """The JSON shape `chatbot ask --json` prints: answer, abstained, citations, unsupported
+        sentences, and how the question narrowed the search."""
         return {
             "answer": self.text,
             "abstained": self.abstained,
             "citations": [c.to_dict() for c in self.citations],
             "unsupported": [u.to_dict() for u in self.unsupported],
+            "narrowed": list(self.narrowed),
         }

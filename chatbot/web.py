@@ -238,6 +238,7 @@ class Handlers:
             abstained=answer.abstained,
             citations=[c.to_dict() for c in answer.citations],
             unsupported=[u.to_dict() for u in getattr(answer, "unsupported", ())],
+            narrowed=list(getattr(answer, "narrowed", ())),
         )
 
     def clear(self, request: gr.Request):

@@ -40,6 +40,7 @@ CSS = """
 #question-count { font-size: 0.85em; text-align: right; margin-top: -8px; }
 #corpus-list td, #corpus-list th { padding: 4px 8px; text-align: left; vertical-align: top; }
 .hint { color: var(--body-text-color-subdued); }
+.narrowed { color: var(--body-text-color-subdued); margin: 0.2em 0 0.4em; }
 /* Gradio shows feedback buttons on every reply; a reply that is not an answer hides them. */
 #chat .message-row:has(.no-feedback) + .message-buttons [aria-label^='Like'],
 #chat .message-row:has(.no-feedback) + .message-buttons [aria-label^='Dislike'] {

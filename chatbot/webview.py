@@ -168,6 +168,10 @@ def _section(answer: int, turn: dict[str, Any], shown: bool) -> str:
         f"<div class='for-question'>Sources of answer {answer}: "
         f"<q>{html.escape(turn['question'])}</q></div>"
     )
+    if turn.get("narrowed"):
+        # "papers by Ding", "in 2021": the question itself limited which papers were searched.
+        limits = html.escape("; ".join(turn["narrowed"]))
+        head += f"<p class='narrowed'>Searched only: {limits}</p>"
     hidden = "" if shown else " hidden"
     back = (
         f"<a class='back-to-answer' href='#chat' data-answer='{answer}'>"

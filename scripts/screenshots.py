@@ -1,6 +1,6 @@
 """Screenshots of the real web UI for the README, at desktop and phone sizes.
 
-    .venv/bin/python scripts/screenshots.py [--data-dir DIR] [--out docs/img]
+    .venv/bin/python scripts/screenshots.py [--data-dir DIR] [--out docs/img] [--question Q]
 
 Serves the app on a free local port with the offline model, asks one question in headless
 Chromium (Debian's /usr/bin/chromium) and saves `web-ui.png` (1280x800) and `web-ui-phone.png`
@@ -37,8 +37,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def shoot(url: str, out: Path) -> list[Path]:
-    """Ask QUESTION at each size and save a screenshot of the page once the answer is in."""
+def shoot(url: str, out: Path, question: str = QUESTION) -> list[Path]:
+    """Ask `question` at each size and save a screenshot of the page once the answer is in."""
     from playwright.sync_api import sync_playwright
 
     saved = []
@@ -48,7 +48,7 @@ def shoot(url: str, out: Path) -> list[Path]:
             page = browser.new_page(viewport={"width": width, "height": height})
             page.set_default_timeout(60_000)
             page.goto(url)
-            page.locator("#question textarea").fill(QUESTION)
+            page.locator("#question textarea").fill(question)
             page.locator("#question textarea").press("Enter")
             page.locator("#chat [data-testid='bot']").first.wait_for()
             # The sources panel shows retrieved passages (data-state 'pending') until the answer
@@ -70,6 +70,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, help="an index to use (default: a new one)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img")
+    parser.add_argument("--question", default=QUESTION, help=f"what to ask (default: {QUESTION})")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         bot = Chatbot(Settings.load(env_file=None, data_dir=args.data_dir or Path(tmp)))
@@ -78,7 +79,7 @@ def main() -> None:
         app = web.serve(bot, port=port, block=False)
         try:
             args.out.mkdir(parents=True, exist_ok=True)
-            for path in shoot(f"http://127.0.0.1:{port}/", args.out):
+            for path in shoot(f"http://127.0.0.1:{port}/", args.out, args.question):
                 print(path)
         finally:
             app.close()

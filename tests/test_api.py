@@ -82,6 +82,7 @@ def test_a_reply_is_the_cited_answer_with_its_sources_as_footnotes_and_as_data(s
     assert footnotes.startswith("\n\nSources:\n"), f"the sources follow the answer: {footnotes!r}"
     assert reply.model_extra["abstained"] is False
     assert reply.model_extra["unsupported"] == answer.to_dict()["unsupported"]
+    assert reply.model_extra["narrowed"] == [], "the question names no author, year or venue"
     page = httpx.get(served.removesuffix("v1"), timeout=30)
     assert page.status_code == 200 and "<html" in page.text.lower(), "the web UI shares the port"
 

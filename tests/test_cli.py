@@ -17,7 +17,8 @@ def test_ask_json_has_the_documented_shape(built_index):
     result = run_cli(built_index, "ask", question, "--json")
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
-    assert set(out) == {"answer", "abstained", "citations", "unsupported"}
+    assert set(out) == {"answer", "abstained", "citations", "unsupported", "narrowed"}
+    assert out["narrowed"] == [], "a question naming no author, year or venue narrows nothing"
     assert out["abstained"] is False and "[1]" in out["answer"]
     assert out["unsupported"] == [], "the offline model's verbatim quotes are all supported"
     first = out["citations"][0]

@@ -327,3 +327,28 @@ def test_the_model_is_shown_who_wrote_each_passage():
     block = format_passages([Passage("p", "r09", "Watermarks", "A watermark.", 0.0, meta)])
     assert 'authors="Ines Duarte, Priya Raman" venue="ICML" year="2023"' in block, block
     assert 'title="Watermarks">' in format_passages([Passage("p", "d", "Watermarks", "A.")])
+
+
+def test_the_user_is_told_how_the_question_narrowed_the_search(bot, capsys):
+    answer = bot.ask("What did Okonkwo and colleagues publish in 2021?")
+    assert any("Okonkwo" in n for n in answer.narrowed), answer.narrowed
+    assert any("2021" in n for n in answer.narrowed), answer.narrowed
+    assert answer.to_dict()["narrowed"] == list(answer.narrowed)
+    assert not bot.ask("How can generated text be detected?").narrowed
+
+    settings = bot.settings
+    args = ["--data-dir", str(settings.data_dir), "--collection", "papers", "ask"]
+    assert main([*args, "What did Okonkwo and colleagues publish in 2021?"]) == 0
+    out = capsys.readouterr().out
+    assert "Searched only:" in out and "Okonkwo" in out.split("Searched only:")[1], out
+    assert main([*args, "How can generated text be detected?"]) == 0
+    assert "Searched only" not in capsys.readouterr().out
+
+
+def test_the_sources_panel_says_how_the_question_narrowed_the_search():
+    from chatbot import webview
+
+    turn = {"question": "q", "citations": [], "narrowed": ["authors: Amara <Okonkwo>"]}
+    panel = webview.sources_html([turn])
+    assert "Searched only: authors: Amara &lt;Okonkwo&gt;" in panel, panel
+    assert "Searched only" not in webview.sources_html([{"question": "q", "citations": []}])
