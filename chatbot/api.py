@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import math
 import secrets
 import socket
@@ -39,8 +40,10 @@ from .apiformat import (
     trimmed,
     usage,
 )
-from .errors import ConfigError
+from .errors import ConfigError, EmptyIndexError
 from .webguard import LoginThrottle
+
+log = logging.getLogger(__name__)
 
 # Answers computed at once, by the web UI's queue and by the API alike. The offline model is
 # CPU-bound: a few answers at a time. An API model mostly waits on the network, so more.
@@ -306,7 +309,11 @@ def serve(
 
     key = bot.settings.api_key
     check_exposure(host, key)
-    bot.ensure_index()
+    try:
+        bot.ensure_index()
+    except EmptyIndexError as e:
+        # The server still starts: every question gets this message (a 503) saying how to fill it.
+        log.warning("%s", e)
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     app.router.routes.extend(routes(bot, key, concurrency(bot)))
     sock = _bind(host, port)

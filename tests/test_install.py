@@ -168,3 +168,25 @@ def test_an_installed_wheel_reads_its_own_prompts_and_corpus(dist, tmp_path):
     where = result.stdout.split()
     assert all(Path(w).is_relative_to(target) for w in where), f"not from the install: {where}"
     assert len(list(Path(where[2]).glob("*.md"))) == 20
+
+
+def test_the_api_alone_starts_on_an_empty_index_and_says_how_to_fill_it(tmp_path):
+    import openai
+
+    from chatbot import api
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    bot = Chatbot(Settings.load(env_file=None, data_dir=tmp_path / "data", corpus_dir=empty))
+    running = api.serve(bot, port=free_port(), block=False)
+    try:
+        client = openai.OpenAI(base_url=running.url, api_key="unused", max_retries=0)
+        with pytest.raises(openai.InternalServerError) as caught:
+            client.chat.completions.create(
+                model="x", messages=[{"role": "user", "content": QUESTION}]
+            )
+        assert caught.value.status_code == 503
+        message = caught.value.body["message"]
+        assert "chatbot ingest" in message and str(empty) in message, message
+    finally:
+        running.close()
