@@ -49,6 +49,18 @@ def local_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[ThreadingHTT
         httpd.server_close()
 
 
+def ask_turns(bot, turns: list[str]):
+    """The answer to the last of `turns`, the earlier ones asked for real as its conversation."""
+    history: list[dict[str, str]] = []
+    for turn in turns[:-1]:
+        earlier = bot.ask(turn, history)
+        history += [
+            {"role": "user", "content": turn},
+            {"role": "assistant", "content": earlier.text},
+        ]
+    return bot.ask(turns[-1], history)
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on."""
     with socket.socket() as s:

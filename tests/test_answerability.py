@@ -9,6 +9,8 @@ import pytest
 from chatbot import Chatbot, Settings
 from chatbot.prompts import NO_ANSWER
 
+from .helpers import ask_turns
+
 # A summary written for these tests: figures in several forms, a heading run into the first
 # sentence, a rhetorical question with its answer after it, and a sentence that restates another.
 QUIRKS = """---
@@ -202,14 +204,7 @@ def test_a_why_question_gets_the_sentence_giving_the_reason(bot):
     ],
 )
 def test_a_follow_up_of_any_shape_is_answered_from_the_conversation_topic(bot, turns, doc_id):
-    history: list[dict[str, str]] = []
-    for turn in turns[:-1]:
-        earlier = bot.ask(turn, history)
-        history += [
-            {"role": "user", "content": turn},
-            {"role": "assistant", "content": earlier.text},
-        ]
-    answer = bot.ask(turns[-1], history)
+    answer = ask_turns(bot, turns)
     assert not answer.abstained, f"{turns[-1]!r} abstained"
     assert doc_id in {c.doc_id for c in answer.citations}, (answer.standalone_question, answer.text)
 
@@ -247,21 +242,10 @@ def test_a_what_if_question_is_not_read_as_asking_for_a_name():
     assert name_preference("What is Algorithmic Collective Action?") is None
 
 
-def _ask_turns(bot, turns: list[str]):
-    history: list[dict[str, str]] = []
-    for turn in turns[:-1]:
-        earlier = bot.ask(turn, history)
-        history += [
-            {"role": "user", "content": turn},
-            {"role": "assistant", "content": earlier.text},
-        ]
-    return bot.ask(turns[-1], history)
-
-
 def test_a_question_looking_for_one_summary_cites_that_summary_alone(bot):
     found = bot.ask("Is there a summary about assistants that reply at once instead of asking?")
     assert {c.doc_id for c in found.citations} == {"llm-active-collaborators"}, found.text
-    follow = _ask_turns(
+    follow = ask_turns(
         bot,
         [
             "Is there a summary about assistants that reply at once instead of asking?",
@@ -274,7 +258,7 @@ def test_a_question_looking_for_one_summary_cites_that_summary_alone(bot):
 def test_a_follow_up_is_held_to_the_kind_of_answer_it_asks_for_not_the_earlier_turns(bot):
     # The second turn asks what kind of model; the third asks for a description, which no name
     # needs to supply.
-    answer = _ask_turns(
+    answer = ask_turns(
         bot,
         [
             "Is there a summary about text generators that fill in tokens in any order?",
@@ -325,7 +309,7 @@ def test_one_of_is_not_a_figure():
 
 def test_a_follow_up_keeps_the_topic_of_the_turn_that_named_it(bot):
     # The second turn points back ("it", "those models"), so the topic is the first turn's.
-    answer = _ask_turns(
+    answer = ask_turns(
         bot,
         [
             "Is there a summary on the order in which diffusion language models unmask tokens?",

@@ -14,6 +14,7 @@ from chatbot.prompts import NO_ANSWER, format_passages
 from chatbot.retrieval import fuse
 
 from .conftest import CORPUS, SHARED, needs_shared
+from .helpers import ask_turns
 
 DOC_TEXT = {d.doc_id: d.text for d in load_documents([CORPUS])[0]}
 
@@ -23,15 +24,7 @@ def load_questions(path: Path) -> list[dict]:
 
 
 def ask_case(bot: Chatbot, case: dict):
-    history: list[dict[str, str]] = []
-    turns = case.get("turns") or [case["question"]]
-    for turn in turns[:-1]:
-        answer = bot.ask(turn, history)
-        history += [
-            {"role": "user", "content": turn},
-            {"role": "assistant", "content": answer.text},
-        ]
-    return bot.ask(turns[-1], history)
+    return ask_turns(bot, case.get("turns") or [case["question"]])
 
 
 def check_case(bot: Chatbot, case: dict) -> None:
