@@ -59,6 +59,8 @@ _REFERRING = re.compile(
 # A question opening with a connective ("And the first one?", "So what do you end up with…?",
 # "What about its limits?") carries on from the turn before.
 _CONTINUING = re.compile(r"^\s*(?:and|so|but|also|then|what about|how about)\b", re.IGNORECASE)
+# An answer quotes at most this many sentences (a question with the sentence answering it, or a
+# sentence with the one it points back to, count as one).
 MAX_SENTENCES = 4
 # How a condensed follow-up carries its topic: "Which systems does it mention? (about: …)".
 _ABOUT = " (about: "
@@ -376,7 +378,6 @@ def _with_next(chosen: list[Sentence], follow: list[Sentence], sentences) -> lis
     block = [c for c in chosen if c.n == extra.n]
     others = [c for c in chosen if c.n != extra.n]
     return sorted([*block, extra], key=lambda c: c.index) + others
-    return chosen
 
 
 def _say_new(chosen: list[Sentence], said: Sequence[str], question: str) -> list[Sentence]:
