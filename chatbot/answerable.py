@@ -252,21 +252,22 @@ def _count_of(asked: str) -> Check:
     """ "How many votes…": a sentence giving a count of votes, in its words or in others.
 
     The thing counted is the question's words up to the first function word ("small motor
-    actions" in "how many small motor actions would…"). A figure counts it when the words after
-    the figure name it ("10,000 residents") or mean about the same ("thousands of tiny muscle
+    actions" in "how many small motor actions would…", "trees get trained" in "how many trees get
+    trained and averaged"). A figure counts it when the words after the figure name one of them
+    ("10,000 residents", "a hundred trees") or mean about the same ("thousands of tiny muscle
     movements"), not when they count something else ("10,000 residents" for votes).
     """
     words = re.findall(r"[\w-]+", asked)
     unit_words = list(itertools.takewhile(lambda w: w.lower() not in STOPWORDS, words))[:4]
     unit = " ".join(unit_words)
-    head = terms(unit)[-1:]
+    named = terms(unit)
 
     def gives(text: str, _: frozenset[str]) -> bool:
         counted = [text[m.start() : m.start() + 60] for m in _NUMBER.finditer(text)]
         counted = [" ".join(re.findall(r"[\w,.%-]+", c)[:5]) for c in counted]
-        if not counted or not head:
+        if not counted or not named:
             return bool(counted)
-        if any(head[0] in terms(c) for c in counted):
+        if any(t in terms(c) for t in named for c in counted):
             return True
         # A misspelt unit ("resdents") still names what a figure counts ("10,000 residents").
         if any(near_term(unit_words[-1].lower(), re.findall(r"\w+", c.lower())) for c in counted):

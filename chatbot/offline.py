@@ -142,6 +142,16 @@ _FINDING = re.compile(
 )
 
 
+# The words a question uses to name the document it is on: "the virtual agent summary", "the
+# piece asking whether computers could supply hunches".
+_DOCUMENT = re.compile(
+    r"\bthe\s+((?:[\w-]+\s+){1,4}?)(?:summary|paper|piece|article|write-?up)\b"
+    r"|\b(?:summary|paper|piece|article|write-?up|work)\s+((?:about|on|asking|doubting|"
+    r"questioning|arguing|describing|proposing|that|which|where|tying|linking)\b[^,?;]*)",
+    re.IGNORECASE,
+)
+
+
 def cite(sentence: str, n: int) -> str:
     """The sentence with its `[n]` marker placed before the final full stop."""
     sentence = re.sub(r"\s*(\.\.\.|…)$", "", sentence).rstrip()
@@ -239,7 +249,15 @@ class _Scorer:
         if any(self.near[s] >= MIN_SIMILARITY for s in sentences):
             return True
         named = [t for t in titles.values() if t]
-        return bool(named) and float(similarity(question, named).max()) >= MIN_TITLE_SIMILARITY
+        if not named:
+            return False
+        # "…in the virtual agent summary", "the piece on chatbots that only react": the words
+        # naming the document are compared with the titles on their own. On the ten tuning
+        # files a floor of 0.45 to 0.55 for them answers one more question and no unanswerable.
+        described = [m.group(1) or m.group(2) for m in _DOCUMENT.finditer(question)]
+        if any(float(similarity(d, named).max()) >= MIN_TITLE_SIMILARITY for d in described):
+            return True
+        return float(similarity(question, named).max()) >= MIN_TITLE_SIMILARITY
 
 
 def answer_from_prompt(prompt: str, said: Sequence[str] = ()) -> str:

@@ -331,3 +331,35 @@ def test_words_inside_another_clause_do_not_set_the_kind_of_answer():
     assert figure_check("Roughly how many papers are there?") is not None
     assert name_check("Is there a paper on the order in which diffusion models unmask?") is None
     assert name_check("In which dataset was it trained?") is not None
+
+
+def test_a_question_naming_its_summary_by_topic_is_on_that_summary():
+    from chatbot.offline import answer_from_prompt
+
+    # Its own words resemble no sentence, but "the virtual agents summary" names the first
+    # passage's title.
+    body = (
+        "We are witnessing a golden age of multimodal language models. The dream is a digital "
+        "assistant that handles whole workflows: download the sales data, plot it in Excel and "
+        "post the chart to Slack. Today such agents still fail at long sequences of clicks."
+    )
+    prompt = (
+        '<passage n="1" title="Multimodal LLMs as virtual agents: what they can and cannot do">'
+        f"\n{body}\n</passage>\n"
+        '<passage n="2" title="Optimal transport between distributions">\nOptimal transport '
+        "moves mass from one distribution to another at least cost.\n</passage>\n"
+        "<question>In the virtual agents summary, what does the example chore involve?</question>"
+    )
+    answer = answer_from_prompt(prompt)
+    assert answer != NO_ANSWER and "[1]" in answer and "[2]" not in answer, answer
+
+
+def test_a_count_names_what_it_counts_wherever_the_unit_word_stands():
+    from chatbot.answerable import figure_check
+
+    gives = figure_check("In the old example, how many trees get trained and averaged?")
+    assert gives is not None
+    assert gives(
+        "But if you trained a hundred trees and averaged them, you got a model.", frozenset()
+    )
+    assert not gives("Each tree has 12 leaves on average.", frozenset())
