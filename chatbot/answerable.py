@@ -48,8 +48,15 @@ _SMALL_NUMBERS = (
 )
 # A number standing alone: "10,000", "3.5", "12%" and "10x" count, the 4 of "GPT-4o" does not.
 _DIGITS = r"(?<![\w.-])\d[\d,]*(?:\.\d+)?(?:%|x\b|×)?(?![\w-])"
+# "one" standing for a thing is no figure: "one of", "one another", "one that is both accurate
+# and sparse", "the one", "no one".
+_PRONOUN_ONE = (
+    r"(?<!\bthe )(?<!\bno )(?<!\bany )(?<!\beach )(?<!\bevery )(?<!\bthis )(?<!\bthat )"
+    r"(?!one\s+(?:of|another|that|which|who|whose|where|is|was|can|could|may|might|must|would|"
+    r"should|will|does|did|has|had)\b)one"
+)
 _NUMBER = re.compile(
-    rf"{_DIGITS}|\b(?!one\s+(?:of|another)\b)(?:{'|'.join(_SMALL_NUMBERS.split())})\b|\b\w+-fold\b",
+    rf"{_DIGITS}|\b(?:{_PRONOUN_ONE}|{'|'.join(_SMALL_NUMBERS.split()[1:])})\b|\b\w+-fold\b",
     re.IGNORECASE,
 )
 _AMOUNT = re.compile(rf"[$€£]\s?\d|{_NUMBER.pattern}|\bdollars?\b", re.IGNORECASE)
@@ -147,7 +154,12 @@ def unknown_names(question: str, known: str) -> list[str]:
     return missing
 
 
-_WHY = re.compile(r"^\W*(?:and\s+|so\s+|but\s+)?(?:why|what makes|what causes)\b", re.IGNORECASE)
+# "Why…", "…, why would a carrier pay more?", "What was the reasoning for why…", "How come…".
+_WHY = re.compile(
+    r"(?:^\W*|[,;:]\s*)(?:and\s+|so\s+|but\s+)?(?:why|what makes|what causes|how come)\b"
+    r"|\b(?:reason(?:s|ing)?|explanation|rationale)\s+(?:for|behind|why)\b|\bwhat explains\b",
+    re.IGNORECASE,
+)
 # How a sentence gives a reason: "because", "so averaging them cancels out the noise", "The
 # intuition was simple: …", "it allows the company to…".
 _REASON = re.compile(
@@ -167,6 +179,25 @@ def reason_check(question: str) -> Check | None:
     if not _WHY.search(question):
         return None
     return lambda text, _: bool(_REASON.search(text))
+
+
+# "What examples are given of…", "an instance of": the answer is the sentence giving one.
+_EXAMPLES = re.compile(r"\b(?:examples?|instances?)\b", re.IGNORECASE)
+# How a sentence gives an example: "We observe data—like symptoms in a patient…", "Consider a
+# government auctioning spectrum licenses…".
+_EXAMPLE = re.compile(
+    r"\b(?:like|such as|for (?:example|instance)|e\.g\.|including|consider|imagine)\b",
+    re.IGNORECASE,
+)
+
+
+def example_check(question: str) -> Check | None:
+    """For a question asking for examples: a test of whether a sentence gives one; else None.
+    Like `reason_check`, it chooses the best sentence's companion and never makes the model
+    abstain."""
+    if not _EXAMPLES.search(question):
+        return None
+    return lambda text, _: bool(_EXAMPLE.search(text))
 
 
 # "Which two cities…", "Which older style of network…", "What name…": the answer is most often a
@@ -296,13 +327,17 @@ def edit_distance(a: str, b: str, limit: int = 2) -> int:
     return previous[-1]
 
 
+_ASKING = ("which", "what", "where", "when", "why", "how", "who", "whose")
+
+
 def correct_typos(question: str, words: set[str]) -> str:
     """`question` with each misspelt word replaced by the passage word it is closest to.
 
     A word of six letters or more that is not an English word (`known_words`) and that the
     passages do not use but come within one edit of ("summry", "theorms", "alinging") is a
     typo, not a subject they lack: read as written it hides the question's topic from the
-    sentence similarity. A real word ("causes", "auction") is kept.
+    sentence similarity. So is a word that is not English but one edit from a question word
+    ("wich", "whta"). A real word ("causes", "auction") is kept.
     """
 
     english = known_words()
@@ -310,7 +345,13 @@ def correct_typos(question: str, words: set[str]) -> str:
     def fix(match: re.Match) -> str:
         word = match.group(0)
         lower = word.lower()
-        if len(lower) < 6 or lower in words or lower in english or not english:
+        if lower in words or lower in english or not english:
+            return word
+        asking = next((w for w in _ASKING if edit_distance(lower, w, 1) <= 1), None)
+        if asking and len(lower) >= 3:
+            # "wich models…", "Whta is…": the word that says what kind of answer is wanted.
+            return asking.capitalize() if word[0].isupper() else asking
+        if len(lower) < 6:
             return word
         close = [(edit_distance(lower, w, 1), w) for w in words if abs(len(w) - len(lower)) <= 1]
         best = min((c for c in close if c[0] <= 1), default=None)

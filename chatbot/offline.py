@@ -24,6 +24,7 @@ from .answerable import (
     Check,
     answer_checks,
     correct_typos,
+    example_check,
     name_preference,
     reason_check,
     similarity,
@@ -308,7 +309,7 @@ def answer_from_prompt(prompt: str, said: Sequence[str] = ()) -> str:
         # The answer quotes the document found, and no other: a follow-up ("What does it say
         # they fail to take into account?") will be about that one.
         ranked = [s for s in ranked if s.n == ranked[0].n]
-    chosen = _choose(ranked, sentences, scorer, said, reason_check(asked))
+    chosen = _choose(ranked, sentences, scorer, said, reason_check(asked) or example_check(asked))
     chosen = _say_new(chosen, said, question)
     if not chosen:
         return NO_ANSWER
@@ -374,6 +375,7 @@ def _choose(
         answered = with_answer(s, sentences)
         if answered is not None and distinct([answered], chosen):
             chosen.append(answered)
+    chosen = _completed(chosen, sentences)
     for s in ranked[1:]:
         if len(chosen) >= MAX_SENTENCES:
             break
@@ -382,6 +384,24 @@ def _choose(
             if answered is not None and distinct([answered], chosen):
                 chosen.append(answered)
     return _with_next(chosen, follow, sentences)
+
+
+def _completed(chosen: list[Sentence], sentences) -> list[Sentence]:
+    """Each quoted sentence with the one after it when that one points back to it and there is
+    room: "…they inevitably fall apart over longer durations." is completed by "They begin to
+    ramble…", which says what the first only announces."""
+    done: list[Sentence] = []
+    for i, c in enumerate(chosen):
+        done.append(c)
+        after = next_sentence(c, sentences)
+        if (
+            after
+            and continues(after[0])
+            and len(done) + len(chosen) - i - 1 < MAX_SENTENCES
+            and distinct(after, [*chosen, *done])
+        ):
+            done.append(after[0])
+    return done
 
 
 def _with_next(chosen: list[Sentence], follow: list[Sentence], sentences) -> list[Sentence]:

@@ -298,13 +298,77 @@ def test_a_sentence_pointing_back_after_a_lead_in_is_quoted_with_the_one_before(
     assert "twenty minutes" in answer_from_prompt(prompt)
 
 
-def test_one_of_is_not_a_figure():
+def test_one_standing_for_a_thing_is_not_a_figure():
     from chatbot.answerable import figure_check
 
     gives = figure_check("How much research have these puzzles led to?")
     assert gives is not None
     assert not gives("One of the most profound mysteries is generalization.", frozenset())
+    assert not gives("A tree, one that is both accurate and sparse, is hard to build.", set())
+    assert not gives("It is the one everybody cites.", frozenset())
     assert gives("They have spawned thousands of papers.", frozenset())
+    assert gives("The two classes are easy; one layer suffices.", frozenset())
+
+
+def test_a_near_miss_asking_how_much_faster_is_not_answered(bot):
+    answer = bot.ask(
+        "How much faster than exact optimal solvers is the decision-tree method, and how much "
+        "accuracy does it give up?"
+    )
+    assert answer.abstained, answer.text
+
+
+def test_a_why_asked_after_a_lead_in_gets_the_sentence_giving_the_reason(bot):
+    answer = bot.ask(
+        "When licenses are sold together, why would a telecom provider pay more for two cities?"
+    )
+    assert "continuous network" in answer.text, answer.text
+
+
+def test_a_question_asking_for_examples_gets_the_sentence_giving_them():
+    from chatbot.offline import answer_from_prompt
+
+    body = (
+        "Hidden factors shape the data we see. Mapping causes with hidden factors gives many "
+        "maps, not one. Listing those maps is slow. Researchers want faster listing. Clinicians, "
+        "for example, record symptoms in a patient."
+    )
+    prompt = (
+        f'<passage n="1" title="Hidden causes">\n{body}\n</passage>\n'
+        "<question>With hidden factors, what examples of observed data are given?</question>"
+    )
+    assert "symptoms in a patient" in answer_from_prompt(prompt)
+
+
+def test_a_misspelt_question_word_still_sets_the_kind_of_answer():
+    from chatbot.answerable import correct_typos
+
+    assert correct_typos("wich models are listed?", set()) == "which models are listed?"
+    assert correct_typos("Whta is it, and hw?", set()) == "What is it, and hw?"
+
+
+def test_british_spellings_and_short_forms_find_the_same_words():
+    from chatbot.keyword import terms
+
+    assert terms("odd behaviours when optimised") == terms("odd behaviors when optimized")
+    assert terms("olympiad maths") == terms("olympiad mathematics")
+    assert terms("a promise of noise") == ["promis", "nois"]
+
+
+def test_a_quoted_sentence_is_completed_by_the_one_pointing_back_to_it():
+    from chatbot.offline import answer_from_prompt
+
+    body = (
+        "Imagine a story told for twenty minutes by a speech model. Models manage short clips, "
+        "but they fall apart over longer durations. They ramble and repeat themselves. The "
+        "cost of memory grows fast."
+    )
+    prompt = (
+        f'<passage n="1" title="Long speech">\n{body}\n</passage>\n'
+        "<question>What goes wrong when a speech model tells a story for a long time?</question>"
+    )
+    answer = answer_from_prompt(prompt)
+    assert "fall apart" in answer and "They ramble" in answer, answer
 
 
 def test_a_follow_up_keeps_the_topic_of_the_turn_that_named_it(bot):
