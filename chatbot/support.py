@@ -47,6 +47,7 @@ from .wording import (
     parse_claim,
     polar_words,
     prefix_negated,
+    prefix_opposed,
     reverses_cause,
     strip_markers,
     units,
@@ -478,6 +479,10 @@ def _passage_penalty(claim: Claim, passage: _Passage) -> float:
         factor *= MISSING_NAME
     if lacks_restriction(claim.absolutes, passage.lowered):
         factor *= ABSOLUTE
+    # A word the passage only ever negates ("They begin to ramble incoherently" against "stay
+    # coherent"), wherever the sentence saying it stands.
+    if prefix_opposed(claim.polar, frozenset().union(*passage.polar)):
+        factor *= OPPOSITE
     return factor
 
 

@@ -69,6 +69,15 @@ _OPPOSITES = [
     ("include", "exclude"), ("accept", "reject"), ("robust", "fragile"), ("succeed", "fail"),
     ("always", "never"), ("often", "rarely"), ("flexible", "rigid"), ("local", "global"),
     ("big", "small"), ("large", "small"), ("active", "passive"),
+    ("straightforward", "difficult"), ("straightforward", "hard"), ("trivial", "difficult"),
+    ("trivial", "hard"), ("simple", "difficult"), ("cheap", "expensive"), ("cheap", "costly"),
+    ("smarter", "worse"),
+    ("genuine", "illusion"), ("same", "different"),
+    ("similar", "different"), ("short", "long"), ("shallow", "deep"), ("narrow", "broad"),
+    ("early", "late"), ("help", "hurt"), ("benefit", "harm"), ("add", "remove"),
+    ("proactive", "passive"), ("proactive", "reactive"), ("stable", "unstable"),
+    ("finite", "infinite"), ("explicit", "implicit"), ("fast", "slow"), ("quick", "slow"),
+    ("efficient", "slow"),
 ]  # fmt: skip
 _POLAR = frozenset(w[:5] for pair in _OPPOSITES for w in pair)
 _ABSOLUTE = re.compile(
@@ -198,10 +207,38 @@ def prefix_negated(negated: frozenset[str], have: frozenset[str]) -> frozenset[s
     return frozenset(t for t in negated if any(p + t in have for p in _NEGATING_PREFIXES))
 
 
+# A word negated by its prefix ("incoherently", "unrecorded") against the word itself: the
+# prefixes that make an opposite, and words that only look prefixed ("improve", "instance").
+_OPPOSING_PREFIX = re.compile(r"(?:un|in|non|im)([a-z]{5,})")
+_NOT_PREFIXED = re.compile(
+    r"im(?:prov|press|ply|plie|port|pos|plement|age)|in(?:stan|corpor|sight|terest|tend|vent|"
+    r"volv|form|clud|crea|fer|duc|spir|stall|stead|side|tegr|tuit|dex|dic|put|vest|ten)|"
+    r"un(?:der|iver|ique|it|ion)|non(?:e\b|theless)"
+)
+
+
+_NEGATED_WORD = re.compile(
+    r"(?:\b(?:not|no|never|without)|n['’]t)\s+(?:(?:be|being|been|a|an|the|any|always)\s+)?"
+    r"([a-z]+)"
+)
+
+
 def polar_words(text: str) -> frozenset[str]:
-    """The words of `text` that belong to an opposite pair, by their first five letters."""
-    words = set(re.findall(r"[a-z]+", text.lower()))
-    return frozenset(p for p in _POLAR if any(w.startswith(p) for w in words))
+    """The words of `text` that belong to an opposite pair, by their first five letters; with
+    "-" and the root for a word negated by its prefix ("incoherently": "-coher") and "+" and
+    the first five letters for any other word of five letters or more ("+coher")."""
+    lowered = text.lower()
+    words = set(re.findall(r"[a-z]+", lowered))
+    polar = {p for p in _POLAR if any(w.startswith(p) for w in words)}
+    # "without being recorded", "not coherent": a negation before a word is its prefix.
+    negated = {m.group(1) for m in _NEGATED_WORD.finditer(lowered)}
+    for w in words:
+        prefixed = _OPPOSING_PREFIX.fullmatch(w)
+        if prefixed and not _NOT_PREFIXED.match(w):
+            polar.add("-" + prefixed.group(1)[:5])
+        elif len(w) >= 5:
+            polar.add(("-" if w in negated else "+") + w[:5])
+    return frozenset(polar)
 
 
 def opposed(claim: frozenset[str], quote: frozenset[str]) -> bool:
@@ -209,6 +246,17 @@ def opposed(claim: frozenset[str], quote: frozenset[str]) -> bool:
     for a, b in _OPPOSITES:
         for word, other in ((a[:5], b[:5]), (b[:5], a[:5])):
             if word in claim and word not in quote and other in quote and other not in claim:
+                return True
+    return prefix_opposed(claim, quote)
+
+
+def prefix_opposed(claim: frozenset[str], quote: frozenset[str]) -> bool:
+    """Whether the claim uses a word that the quote negates by a prefix or a "not" before it,
+    or the other way round ("coherent" where the quote says "incoherently")."""
+    for word in claim:
+        if word[0] in "+-":
+            other = ("-" if word[0] == "+" else "+") + word[1:]
+            if word not in quote and other in quote and other not in claim:
                 return True
     return False
 

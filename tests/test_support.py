@@ -245,6 +245,18 @@ RULES = [
         "A sparse decision tree is necessarily less accurate than a large one.",
     ),
     (
+        "a word the passage negates by its prefix ('incoherently')",
+        "17-long-form-speech.md",
+        "Over longer durations such models start rambling without coherence.",
+        "Over longer durations such models keep speaking coherently.",
+    ),
+    (
+        "an opposite outside the common pairs ('straightforward' for 'incredibly difficult')",
+        TREES,
+        "Building a decision tree that is both highly accurate and sparse is incredibly difficult.",
+        "Building a decision tree that is both highly accurate and sparse is straightforward.",
+    ),
+    (
         "a negation in the next sentence ('hasn't just fitted a curve') is about other words",
         EXTRAPOLATION,
         "Networks can handle inputs far beyond the bounds of what they were trained on.",
