@@ -37,6 +37,10 @@ from .keyword import STOPWORDS, terms
 # "votes" / "10,000 residents" 0.19, "layers" / "hundreds of billions of parameters" 0.23. On the
 # dev, held-out and dev_extra questions 0.3 to 0.6 give the same answers; 0.5 splits the pairs.
 SAME_THING = 0.5
+# Two words mean about the same when the MiniLM cosine of the words alone reaches this
+# ("untidy" / "messy" 0.6+, "robots" / "machines" 0.71, "carrier" / "provider" 0.64); concepts no
+# summary names stay under it ("dropout" 0.55, "normalization" 0.57, "warmup" 0.40 at most).
+SAME_WORD = 0.6
 # Vectors kept between questions: the passages of a corpus come back again and again.
 CACHED_SENTENCES = 4096
 
@@ -152,6 +156,60 @@ def unknown_names(question: str, known: str) -> list[str]:
         if name not in seen and (len(name) < 6 or not near_term(name, sorted(seen))):
             missing.append(match.group(0))
     return missing
+
+
+# "How does batch normalization…", "What is the kernel trick…", "Why do people use a
+# learning-rate warmup…": the question opens on the concept it is about. Not "Why would a phone
+# carrier…" (a scene set up to ask about something else) nor "What does the piece on…".
+_CONCEPT = re.compile(
+    r"^\W*(?:how\s+(?:does|do|can)|what\s+(?:is|are|does|do)|why\s+(?:does|do|is|are))\s+"
+    r"(?:(?:people|we|practitioners|researchers|you)\s+(?:use|apply|add)\s+)?"
+    r"(?:(?:a|an|the)\s+)?([a-z][\w-]*(?:\s+[a-z][\w-]*)*)",
+    re.IGNORECASE,
+)
+_NOT_CONCEPT = frozenset("piece paper summary article work study name it this that".split())
+# Words that qualify a concept without naming one: "the main idea" is about "idea".
+_QUALIFIERS = frozenset(
+    "main key central core overall general basic big new best first last other different "
+    "specific particular important major primary real actual".split()
+)
+
+
+def absent_concept(question: str, known: str) -> str | None:
+    """The concept a question opens on ("batch normalization", "learning-rate warmup") when one
+    of its words is nowhere in `known` (the passages' text), not even misspelt; else None.
+
+    A question about a concept the passages never name is not answered by them, however close
+    its other words ("training", "overfitting") come to their sentences.
+    """
+    match = _CONCEPT.match(question)
+    if not match:
+        return None
+    words = [w.removesuffix("'s").removesuffix("’s") for w in match.group(1).lower().split()]
+    words = [w for w in words if w not in _QUALIFIERS][:3]
+    # "How do we normally explain…", "Why are they popular?": no concept is named there; "the
+    # day-to-day work of establishing results" is about what follows "of".
+    if not words or words[0] in _NOT_CONCEPT or words[0] in STOPWORDS or "of" in words:
+        return None
+    # The concept's words stop at an adverb or function word ("mathematicians actually
+    # arrive"); one described by likeness ("flowchart-like predictors") names no concept.
+    concept = list(
+        itertools.takewhile(lambda w: w not in STOPWORDS and not w.endswith("ly"), words)
+    )[:2]
+    if not concept or any(w.endswith("-like") for w in concept):
+        return None
+    seen = sorted(set(terms(known)))
+    absent = [w for w in concept if not all(near_term(t, seen) for t in terms(w))]
+    if not absent:
+        return None
+    # A word the passages say in other words ("robots" for "machines", "carrier" for
+    # "provider") is not a concept they lack.
+    written = sorted(
+        {w for w in re.findall(r"[a-z][a-z-]{2,}", known.lower()) if w not in STOPWORDS}
+    )
+    if written and all(float(similarity(w, written).max()) >= SAME_WORD for w in absent):
+        return None
+    return " ".join(concept)
 
 
 # "Why…", "…, why would a carrier pay more?", "What was the reasoning for why…", "How come…".

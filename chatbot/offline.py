@@ -22,6 +22,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 
 from .answerable import (
     Check,
+    absent_concept,
     answer_checks,
     correct_typos,
     example_check,
@@ -282,8 +283,11 @@ def answer_from_prompt(prompt: str, said: Sequence[str] = ()) -> str:
         # A follow-up pointing back ("it", "that subject") is about the paper the conversation
         # was on: the passages an earlier answer quoted count for more.
         scorer.context[n] += EARLIER_PASSAGE_BONUS
-    if unknown_names(question.split(_ABOUT)[0], _known_text(prompt)):
-        # "How many parameters does GPT-3 have?": the passages never name what is asked about.
+    if unknown_names(question.split(_ABOUT)[0], _known_text(prompt)) or absent_concept(
+        question.split(_ABOUT)[0], _known_text(prompt)
+    ):
+        # "How many parameters does GPT-3 have?", "How does batch normalization work?": the
+        # passages never name what is asked about.
         return NO_ANSWER
     # A follow-up on a paper an earlier answer quoted is on a subject the corpus has: its
     # wording ("And the first one?") need not resemble a sentence.

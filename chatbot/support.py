@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .answerable import Similarity
+from .answerable import SAME_WORD, Similarity
 from .answerable import similarity as shared_similarity
 from .citations import answer_sentences, cited, sentence_spans
 from .keyword import terms
@@ -69,7 +69,6 @@ COVERAGE_WEIGHT = 0.6
 # from 10/24/12.5/13% to 8/18/7.5/10% and lets one unsupported claim through (claims_tune: 78 ->
 # 76% flagged); SAME_WORD from 0.55 to 0.65 and the weight from 0.5 to 1.0 give about the same.
 SYNONYM_WEIGHT = 0.8
-SAME_WORD = 0.6
 # Cosines of MiniLM sentence embeddings below LOW_COSINE mean unrelated text; above HIGH_COSINE
 # a restatement. Between them the similarity is scaled linearly to 0..1.
 LOW_COSINE, HIGH_COSINE = 0.2, 0.8

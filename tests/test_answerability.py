@@ -46,6 +46,10 @@ def sentences(text: str) -> list[str]:
         "How does the Adam optimizer adapt its step size for each weight?",
         "How does LoRA cut the number of trainable parameters when fine-tuning?",
         "Why do people clip gradients during training?",
+        # The concept the question opens on is a word no passage uses, nor one meaning the same,
+        # while its other words ("training", "deep networks") are the summaries'.
+        "How does layer normalization stabilise the training of deep networks?",
+        "What is a learning-rate schedule with cosine decay and why does it help training?",
     ],
 )
 def test_a_general_ml_question_no_summary_discusses_is_not_answered(bot, question):
@@ -316,6 +320,25 @@ def test_a_near_miss_asking_how_much_faster_is_not_answered(bot):
         "accuracy does it give up?"
     )
     assert answer.abstained, answer.text
+
+
+def test_the_concept_a_question_opens_on_is_read_and_checked_against_the_passages():
+    from chatbot.answerable import absent_concept
+
+    known = "Robots pick things up. Decision trees are interpretable. Machines learn to grasp."
+    assert absent_concept("How does batch normalization work?", known) == "batch normalization"
+    assert absent_concept("Why do people use a learning-rate warmup?", known) is not None
+    # Named in the passages, or in words meaning the same ("robots" / "machines").
+    assert absent_concept("How do decision trees work?", known) is None
+    assert absent_concept("How do robots learn to grasp?", known) is None
+    # No concept named: a pronoun, an adverb, a document, or what follows "of".
+    for question in (
+        "Why are they popular?",
+        "How do we normally explain it?",
+        "What does the piece on trees say?",
+        "What does the day-to-day work of mathematicians rely on?",
+    ):
+        assert absent_concept(question, known) is None, question
 
 
 def test_a_why_asked_after_a_lead_in_gets_the_sentence_giving_the_reason(bot):
