@@ -82,7 +82,15 @@ _WHICH_YEAR = re.compile(r"\b(what|which) year\b", re.IGNORECASE)
 # speed-up…"; not "What does the score function…" (a verb follows the noun there).
 _MEASURES = (
     "rate|score|percentage|accuracy|number|amount|fraction|proportion|share|ratio|speed-?up|"
-    "threshold|bound|size|count|delay|running time|runtime|cost|budget|value|improvement|gain"
+    "threshold|bound|size|count|delay|running time|runtime|cost|budget|value|improvement|gain|"
+    "length|duration"
+)
+# "How long…", "what sequence length…": a figure with a unit of length or time ("twenty
+# minutes", "512 tokens"); "thousands of times longer" compares, it gives no length.
+_HOW_LONG = re.compile(rf"{_ASKS}how long\b", re.IGNORECASE)
+_SPAN_UNITS = (
+    "tokens?|words?|characters?|steps?|seconds?|minutes?|hours?|days?|weeks?|months?|years?|"
+    "frames?|samples?|layers?|pages?|bits?|bytes?|elements?|positions?"
 )
 _WHAT_MEASURE = re.compile(
     rf"\bwhat\s+(?:[\w-]+\s+){{0,3}}?({_MEASURES})"
@@ -311,6 +319,17 @@ def _asks_it(question: str, start: int) -> bool:
     return bool(re.search(r"(?:^\W*|[,;:(]\s*|\b(?:and|but|or)\s+)\w+\s+$", before))
 
 
+_SPANS = {"length", "duration"}
+_SPAN = re.compile(
+    rf"(?:{_NUMBER.pattern})(?:\s+(?:or|to|and|-)\s+(?:{_NUMBER.pattern}))?\s+(?:of\s+)?"
+    rf"(?:[\w-]+\s+)?(?:{_SPAN_UNITS})\b"
+    # "For years", "for a long time": how long something has held.
+    r"|\bfor\s+(?:many\s+|several\s+|a\s+few\s+)?(?:years|decades|centuries|months|weeks)\b"
+    r"|\ba\s+long\s+time\b",
+    re.IGNORECASE,
+)
+
+
 def figure_check(question: str) -> Check | None:
     """For a question asking for a figure: a test of whether a sentence gives one; else None.
 
@@ -322,7 +341,10 @@ def figure_check(question: str) -> Check | None:
         return lambda text, _: bool(_AMOUNT.search(text))
     if _WHICH_YEAR.search(question):
         return lambda text, _: bool(_YEAR.search(text))
-    if measure := _WHAT_MEASURE.search(question):
+    measure = _WHAT_MEASURE.search(question)
+    if _HOW_LONG.search(question) or (measure and measure.group(1).lower() in _SPANS):
+        return lambda text, _: bool(_SPAN.search(text))
+    if measure:
         name = measure.group(1).lower()
         if name in _ANY_FIGURE:
             return lambda text, _: bool(_AMOUNT.search(text))

@@ -314,6 +314,19 @@ def test_one_standing_for_a_thing_is_not_a_figure():
     assert gives("The two classes are easy; one layer suffices.", frozenset())
 
 
+def test_a_question_asking_how_long_wants_a_length_or_a_time():
+    from chatbot.answerable import figure_check
+
+    for question in ("What sequence length do the models train on?", "How long can the story be?"):
+        gives = figure_check(question)
+        assert gives is not None, question
+        assert gives("Sequences of 512 tokens are used in training.", frozenset())
+        assert gives("The story goes on for 10 or 20 seconds.", frozenset())
+        assert gives("For years, this has been the hardest test.", frozenset())
+        assert not gives("It generalises to sequences thousands of times longer.", frozenset())
+        assert not gives("Accuracy rises by 3 points.", frozenset())
+
+
 def test_a_near_miss_asking_how_much_faster_is_not_answered(bot):
     answer = bot.ask(
         "How much faster than exact optimal solvers is the decision-tree method, and how much "
