@@ -63,14 +63,22 @@ def _missing() -> str | None:
 
 
 class Server:
-    """The running server: its /v1 URL, and its log (one line per request)."""
+    """The running server: its /v1 URL, its process, and its log (one line per request)."""
 
-    def __init__(self, url: str, log: Path) -> None:
-        self.url, self.log = url, log
+    def __init__(self, url: str, process: subprocess.Popen, log: Path) -> None:
+        self.url, self.process, self.log = url, process, log
 
     def completions(self) -> int:
         """How many chat completion requests it has received."""
         return self.log.read_text().count("POST /v1/chat/completions")
+
+    def death(self) -> str | None:
+        """How the server ended, with the end of its log, if it is no longer running."""
+        code = self.process.poll()
+        if code is None:
+            return None
+        how = f"signal {-code}" if code < 0 else f"exit code {code}"
+        return f"the llama.cpp server died ({how}):\n{self.log.read_text()[-3000:]}"
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +109,7 @@ def server(tmp_path_factory) -> Iterator[Server]:
                 pass
             assert time.monotonic() < deadline, f"no answer in 300 s:\n{log.read_text()[-3000:]}"
             time.sleep(1)
-        yield Server(url, log)
+        yield Server(url, process, log)
     finally:
         process.terminate()
         try:
@@ -109,6 +117,15 @@ def server(tmp_path_factory) -> Iterator[Server]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@pytest.fixture(autouse=True)
+def server_alive(request) -> Iterator[None]:
+    """A server that dies under a test says so, with its log, instead of 'connection refused'."""
+    yield
+    if "server" in request.fixturenames:
+        death = request.getfixturevalue("server").death()
+        assert death is None, death
 
 
 @pytest.fixture(scope="module")
