@@ -323,8 +323,9 @@ _SPANS = {"length", "duration"}
 _SPAN = re.compile(
     rf"(?:{_NUMBER.pattern})(?:\s+(?:or|to|and|-)\s+(?:{_NUMBER.pattern}))?\s+(?:of\s+)?"
     rf"(?:[\w-]+\s+)?(?:{_SPAN_UNITS})\b"
-    # "For years", "for a long time": how long something has held.
-    r"|\bfor\s+(?:many\s+|several\s+|a\s+few\s+)?(?:years|decades|centuries|months|weeks)\b"
+    # "For years", "echo for seconds", "for a long time": how long something lasts.
+    r"|\bfor\s+(?:many\s+|several\s+|a\s+few\s+)?"
+    r"(?:seconds|minutes|hours|days|weeks|months|years|decades|centuries|ages)\b"
     r"|\ba\s+long\s+time\b",
     re.IGNORECASE,
 )

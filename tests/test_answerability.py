@@ -323,6 +323,7 @@ def test_a_question_asking_how_long_wants_a_length_or_a_time():
         assert gives("Sequences of 512 tokens are used in training.", frozenset())
         assert gives("The story goes on for 10 or 20 seconds.", frozenset())
         assert gives("For years, this has been the hardest test.", frozenset())
+        assert gives("Hangars echo for seconds after every sound.", frozenset())
         assert not gives("It generalises to sequences thousands of times longer.", frozenset())
         assert not gives("Accuracy rises by 3 points.", frozenset())
 
