@@ -170,7 +170,8 @@ def unknown_names(question: str, known: str) -> list[str]:
 # learning-rate warmup…": the question opens on the concept it is about. Not "Why would a phone
 # carrier…" (a scene set up to ask about something else) nor "What does the piece on…".
 _CONCEPT = re.compile(
-    r"^\W*(?:how\s+(?:does|do|can)|what\s+(?:is|are|does|do)|why\s+(?:does|do|is|are))\s+"
+    r"^\W*(?:how\s+(?:does|do|can)|what\s+(?:is|are|does|do)|(?:what|which)\s+(?:[a-z-]+\s+){1,2}?(?:does|do)"
+    r"|why\s+(?:does|do|is|are))\s+"
     r"(?:(?:people|we|practitioners|researchers|you)\s+(?:use|apply|add)\s+)?"
     r"(?:(?:a|an|the)\s+)?([a-z][\w-]*(?:\s+[a-z][\w-]*)*)",
     re.IGNORECASE,
@@ -207,7 +208,18 @@ def absent_concept(question: str, known: str) -> str | None:
     if not concept or any(w.endswith("-like") for w in concept):
         return None
     seen = sorted(set(terms(known)))
-    absent = [w for w in concept if not all(near_term(t, seen) for t in terms(w))]
+    english = known_words()
+
+    def named(word: str) -> bool:
+        # A misspelling of a passage word counts as naming it; an English word of six letters
+        # or more does not ("speculative" is not "specif…" misspelt), as for `correct_typos`.
+        if all(t in seen for t in terms(word)):
+            return True
+        if len(word) >= 6 and word in english:
+            return False
+        return all(near_term(t, seen) for t in terms(word))
+
+    absent = [w for w in concept if not named(w)]
     if not absent:
         return None
     # A word the passages say in other words ("robots" for "machines", "carrier" for

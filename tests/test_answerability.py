@@ -345,6 +345,14 @@ def test_the_concept_a_question_opens_on_is_read_and_checked_against_the_passage
     # Named in the passages, or in words meaning the same ("robots" / "machines").
     assert absent_concept("How do decision trees work?", known) is None
     assert absent_concept("How do robots learn to grasp?", known) is None
+    # "What <thing> does <concept>…" opens on the concept after "does".
+    assert absent_concept("What assumptions does kernel regression make?", known) is not None
+    assert absent_concept("Which trick does decision tree pruning use?", known) is None
+    # A misspelt passage word names it; an English word a few letters from one does not:
+    # "speculative" is not "specific" misspelt.
+    known += " The specific code is shown."
+    assert absent_concept("How do dicision trees work?", known) is None
+    assert absent_concept("How does speculative decoding work?", known) is not None
     # No concept named: a pronoun, an adverb, a document, or what follows "of".
     for question in (
         "Why are they popular?",
