@@ -201,11 +201,12 @@ def absent_concept(question: str, known: str) -> str | None:
     if not words or words[0] in _NOT_CONCEPT or words[0] in STOPWORDS or "of" in words:
         return None
     # The concept's words stop at an adverb or function word ("mathematicians actually
-    # arrive"); one described by likeness ("flowchart-like predictors") names no concept.
+    # arrive"); one described by likeness ("flowchart-like predictors") or pointing back ("the
+    # earlier ones") names no concept.
     concept = list(
         itertools.takewhile(lambda w: w not in STOPWORDS and not w.endswith("ly"), words)
     )[:2]
-    if not concept or any(w.endswith("-like") for w in concept):
+    if not concept or any(w.endswith("-like") or w in ("one", "ones") for w in concept):
         return None
     seen = sorted(set(terms(known)))
     english = known_words()

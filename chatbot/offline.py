@@ -51,11 +51,11 @@ _PASSAGE = re.compile(
 _QUESTION = re.compile(r"<question>\s*(.*?)\s*</question>", re.DOTALL)
 _CONVERSATION = re.compile(r"<conversation>\s*(.*?)\s*</conversation>", re.DOTALL)
 # Words that point back into the conversation: a question using them does not stand alone
-# ("…given as an example of one?" ends on one).
+# ("…given as an example of one?" ends on one; "the earlier ones").
 _REFERRING = re.compile(
     r"\b(it|its|they|them|their|this|that|these|those|he|she|his|her|there|the (paper|work|"
     r"summary|study|approach|method|authors?|model|problem|idea|example|one|first|second|"
-    r"third|last|latter|former))\b|\bones?\W*$",
+    r"third|last|latter|former)|the [a-z-]+ ones?)\b|\bones?\W*$",
     re.IGNORECASE,
 )
 # A question opening with a connective ("And the first one?", "So what do you end up with…?",

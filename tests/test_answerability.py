@@ -359,6 +359,7 @@ def test_the_concept_a_question_opens_on_is_read_and_checked_against_the_passage
         "How do we normally explain it?",
         "What does the piece on trees say?",
         "What does the day-to-day work of mathematicians rely on?",
+        "How do the earlier ones fail?",
     ):
         assert absent_concept(question, known) is None, question
 

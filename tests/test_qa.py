@@ -134,7 +134,6 @@ KNOWN_MISSES = {
     "b8-u05": "answers a near miss (which small model scored highest) with a sentence naming models",
     "b8-u13": "answers a question on the PC algorithm: 'PC' is read as an abbreviation, not a name",
     "b8-m03": "lists the optimal-transport summary only for 'geometry' in two senses",
-    "b8-f07": "abstains on a follow-up after a document-finding question",
     # "Which summaries…" with two expected: the list stops at the passages covering enough of
     # the question's words, and the second summary says it in other words.
     "d-m02": "lists 1 of the 2 expected summaries",
