@@ -328,8 +328,10 @@ def _supplying(
     "How many parameters…", "Which model…": only a sentence that states such a figure or name
     answers; passages on the topic without it do not. The sentence that answers best on words
     and meaning counts when it supplies the kind ("thousands of tiny muscle movements" for "how
-    many small motor actions"); another must also share enough of the question, or be in the
-    paper a follow-up points back to ("How much research have those puzzles generated?").
+    many small motor actions"), and so does the sentence after it, which most often carries
+    on with the detail the best one introduces ("…a bedtime story…" then "…keep going for twenty
+    minutes."); another must also share enough of the question, or be in the paper a follow-up
+    points back to ("How much research have those puzzles generated?").
     """
     first = ranked[0]
     return [
@@ -338,6 +340,7 @@ def _supplying(
         if all(supplies(s.text, s.terms) for supplies in checks)
         and (
             s is first
+            or (s.n == first.n and s.index == first.index + 1)
             or scorer.own(s) > MIN_QUANTITY_OVERLAP
             or scorer.near[s] >= MIN_KIND_SIMILARITY
             or s.n in earlier
