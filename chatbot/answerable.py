@@ -139,10 +139,12 @@ _WHICH_NAMED = re.compile(
 )
 # A name inside a sentence, not its first word: a word with a digit (GPT-4o, Claude 3.5), mixed
 # case (AudioLM, LLaVA, SWE-Bench), three or more capitals (GSLM) or a capitalised word (Polis).
-# Two capitals alone ("AI") are a common abbreviation, not a name.
+# Two capitals alone ("AI") are a common abbreviation, not a name, unless they name a method
+# ("the PC algorithm", "an EM procedure").
 _NAME = re.compile(
     r"(?<=[\s(“\"'])(?:[A-Z][\w.-]*\d[\w.-]*|[A-Z][a-z]+[A-Z][\w.-]*|[A-Z]{2,}[a-z-][\w.-]*"
-    r"|[A-Z]{3,}\b|[A-Z][a-z]{2,}\b)"
+    r"|[A-Z]{3,}\b|[A-Z][a-z]{2,}\b"
+    r"|[A-Z]{2}(?=\s+(?:algorithm|method|procedure|estimator|test|loss|score|metric)s?\b))"
 )
 
 

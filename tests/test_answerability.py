@@ -157,7 +157,13 @@ def test_a_follow_up_says_what_is_new_instead_of_repeating_the_answer(bot):
 
 
 @pytest.mark.parametrize(
-    "question", ["How many parameters does GPT-3 have?", "How many layers does BERT-Large have?"]
+    "question",
+    [
+        "How many parameters does GPT-3 have?",
+        "How many layers does BERT-Large have?",
+        # Two capitals naming a method are a name, though "AI" alone is not.
+        "What does the causal-discovery summary say the PC algorithm outputs?",
+    ],
 )
 def test_a_question_naming_what_no_passage_mentions_is_not_answered(bot, question):
     # The summaries speak of models with "hundreds of billions of parameters", never of GPT-3.
