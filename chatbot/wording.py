@@ -77,7 +77,8 @@ _OPPOSITES = [
     ("early", "late"), ("help", "hurt"), ("benefit", "harm"), ("add", "remove"),
     ("proactive", "passive"), ("proactive", "reactive"), ("stable", "unstable"),
     ("finite", "infinite"), ("explicit", "implicit"), ("fast", "slow"), ("quick", "slow"),
-    ("efficient", "slow"),
+    ("efficient", "slow"), ("minimize", "maximize"), ("minimum", "maximum"), ("low", "high"),
+    ("respect", "disregard"), ("fixed", "open"),
 ]  # fmt: skip
 _POLAR = frozenset(w[:5] for pair in _OPPOSITES for w in pair)
 _ABSOLUTE = re.compile(

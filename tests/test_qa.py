@@ -130,7 +130,7 @@ KNOWN_MISSES = {
     "b8-s01": "abstains: 'one big network in costume' for the ensembles summary",
     "b8-s02": "cites the agent-benchmark summary for 'chatbots that write one word after another'",
     "b8-s03": "abstains: 'sorting points into more than two groups with flat boundaries'",
-    "b8-u05": "answers a near miss (which small model scored highest) with a sentence naming models",
+    "b8-u05": "answers a near miss (which small model scored best) with a sentence naming models",
     "b8-m03": "lists the optimal-transport summary only for 'geometry' in two senses",
     # "Which summaries…" with two expected: the list stops at the passages covering enough of
     # the question's words, and the second summary says it in other words.

@@ -257,6 +257,18 @@ RULES = [
         "Building a decision tree that is both highly accurate and sparse is straightforward.",
     ),
     (
+        "an everyday opposite ('maximization' for 'minimization')",
+        "02-transformers-associative-memory.md",
+        "Attention carries out a step of energy minimization to retrieve memories.",
+        "Attention carries out a step of energy maximization to retrieve memories.",
+    ),
+    (
+        "an everyday opposite ('open-ended' for 'fixed')",
+        SOCIAL,
+        "In traditional democratic processes the choices on offer are usually fixed.",
+        "In traditional democratic processes the choices on offer are usually open-ended.",
+    ),
+    (
         "a negation in the next sentence ('hasn't just fitted a curve') is about other words",
         EXTRAPOLATION,
         "Networks can handle inputs far beyond the bounds of what they were trained on.",
