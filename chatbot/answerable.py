@@ -92,8 +92,9 @@ _SPAN_UNITS = (
     "tokens?|words?|characters?|steps?|seconds?|minutes?|hours?|days?|weeks?|months?|years?|"
     "frames?|samples?|layers?|pages?|bits?|bytes?|elements?|positions?"
 )
+# "What audio codec and sampling rate…" asks for a rate too: the measure may follow an "and".
 _WHAT_MEASURE = re.compile(
-    rf"\bwhat\s+(?:[\w-]+\s+){{0,3}}?({_MEASURES})"
+    rf"\bwhat\s+(?:[\w-]+\s+){{0,3}}?(?:and\s+(?:[\w-]+\s+){{0,2}}?)?({_MEASURES})"
     r"(?=\s*[?,]|\s+(?:of|for|on|in|at|over|between|does|do|did|is|are|was|were|has|have|had|"
     r"can|must|would)\b)",
     re.IGNORECASE,

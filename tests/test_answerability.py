@@ -334,6 +334,15 @@ def test_a_question_asking_how_long_wants_a_length_or_a_time():
         assert not gives("Accuracy rises by 3 points.", frozenset())
 
 
+def test_a_measure_asked_after_an_and_wants_a_figure():
+    from chatbot.answerable import figure_check
+
+    gives = figure_check("What audio codec and sampling rate does the speech model use?")
+    assert gives is not None
+    assert gives("Audio is sampled at a rate of 24 kHz.", frozenset({"rate"}))
+    assert not gives("The model speaks in a human voice for twenty minutes.", frozenset())
+
+
 def test_a_near_miss_asking_how_much_faster_is_not_answered(bot):
     answer = bot.ask(
         "How much faster than exact optimal solvers is the decision-tree method, and how much "

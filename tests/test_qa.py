@@ -105,7 +105,6 @@ KNOWN_MISSES = {
     "b4-s09": "cites the social-choice summary for 'flowchart-like if/then predictors'",
     "b4-s15": "cites 'thousands of times longer' for 'how many papers'",
     "b3-f03": "the first turn finds the virtual-agent summary, not the robot one",
-    "b3-u01": "answers a near miss (audio codec and sampling rate) with the summary's opening",
     "b3-u03": "answers a near miss (the exact bound) with the three-class sentence",
     "b4-u06": "answers a near miss (the exact bound) with the three-class sentence",
     "b3-m02": "lists the social-choice summary, which says 'mathematically', for AI and maths",
@@ -123,7 +122,6 @@ KNOWN_MISSES = {
     "b6-m02": "lists two unrelated summaries and not the social-choice one for group decisions",
     # dev_tune9 and dev_tune10.
     "b7-s15": "abstains: 'which models are listed at the start' finds no sentence naming them",
-    "b7-u06": "answers a near miss (audio tokenizer and sample rate) with the summary's opening",
     "b7-m02": "abstains: 'hallucinating' in two senses is said in other words in both",
     "b7-m03": "cites the robot summary, not the two on mathematics",
     "b7-m04": "lists four summaries, the auctions one not among them, for economics and democracy",
