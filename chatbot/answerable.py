@@ -448,13 +448,50 @@ def correct_typos(question: str, words: set[str]) -> str:
         if asking and len(lower) >= 3:
             # "wich models…", "Whta is…": the word that says what kind of answer is wanted.
             return asking.capitalize() if word[0].isupper() else asking
-        if len(lower) < 6:
+        if len(lower) < 4:
             return word
         close = [(edit_distance(lower, w, 1), w) for w in words if abs(len(w) - len(lower)) <= 1]
         best = min((c for c in close if c[0] <= 1), default=None)
-        return best[1] if best else word
+        if best:
+            return best[1]
+        if all(t in _english_stems() for t in terms(lower)):
+            return word  # an English word the vocabulary holds in another form ("pooling")
+        # Not a passage word misspelt: the most common English word one edit away with the same
+        # first letter ("acording", "actualy"; a typo seldom changes the first letter), so the
+        # misspelling does not stand in the question as a word of its own.
+        near = [
+            w
+            for w in _english_by_frequency(len(lower))
+            if w[0] == lower[0] and edit_distance(lower, w, 1) <= 1
+        ]
+        return near[0] if near else word
 
     return re.sub(r"[A-Za-z][a-z]+", fix, question)
+
+
+@functools.cache
+def _english_stems() -> frozenset[str]:
+    """The stems of the English words (`known_words`): "pooling" is "pool", a known word."""
+    return frozenset(t for w in known_words() for t in terms(w))
+
+
+@functools.cache
+def _english_by_frequency(length: int) -> tuple[str, ...]:
+    """The English words within a letter of `length`, most common first (the tokenizer's
+    vocabulary lists whole words by frequency)."""
+    try:
+        from tokenizers import Tokenizer
+
+        from .embeddings import default_model_dir
+
+        vocab = Tokenizer.from_file(str(default_model_dir() / "tokenizer.json")).get_vocab()
+    except Exception:  # no model installed: no word is corrected against English
+        return ()
+    return tuple(
+        w
+        for w, _ in sorted(vocab.items(), key=lambda i: i[1])
+        if w.isalpha() and abs(len(w) - length) <= 1
+    )
 
 
 @functools.cache

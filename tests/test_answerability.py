@@ -408,6 +408,20 @@ def test_a_misspelt_question_word_still_sets_the_kind_of_answer():
     assert correct_typos("Whta is it, and hw?", set()) == "What is it, and hw?"
 
 
+def test_many_misspelt_words_are_read_as_passage_words_or_common_english():
+    from chatbot.answerable import correct_typos
+
+    words = {"papers", "grokking", "attention", "energy"}
+    assert correct_typos("how many paprs on grokking?", words) == "how many papers on grokking?"
+    assert (
+        correct_typos("acording to it, what is atention actualy doing?", words)
+        == "according to it, what is attention actually doing?"
+    )
+    # English words in another form than the vocabulary's are kept, not "corrected".
+    kept = "why does pooling the votes of predictors help?"
+    assert correct_typos(kept, words) == kept
+
+
 def test_british_spellings_and_short_forms_find_the_same_words():
     from chatbot.keyword import terms
 
