@@ -94,8 +94,8 @@ _SPAN_UNITS = (
 )
 # "What audio codec and sampling rate…" asks for a rate too: the measure may follow an "and".
 _WHAT_MEASURE = re.compile(
-    rf"\bwhat\s+(?:[\w-]+\s+){{0,3}}?(?:and\s+(?:[\w-]+\s+){{0,2}}?)?({_MEASURES})"
-    r"(?=\s*[?,]|\s+(?:of|for|on|in|at|over|between|does|do|did|is|are|was|were|has|have|had|"
+    rf"\bwhat\s+(?:[\w-]+\s+){{0,3}}?(?:(?:and|or)\s+(?:[\w-]+\s+){{0,2}}?)?({_MEASURES})"
+    r"(?=\s*[?,]|\s+(?:of|for|on|in|at|over|between|or|and|does|do|did|is|are|was|were|has|have|had|"
     r"can|must|would)\b)",
     re.IGNORECASE,
 )
@@ -173,8 +173,10 @@ def unknown_names(question: str, known: str) -> list[str]:
 # learning-rate warmup…": the question opens on the concept it is about. Not "Why would a phone
 # carrier…" (a scene set up to ask about something else) nor "What does the piece on…".
 _CONCEPT = re.compile(
-    r"^\W*(?:how\s+(?:does|do|can)|what\s+(?:is|are|does|do)|(?:what|which)\s+(?:[a-z-]+\s+){1,2}?(?:does|do)"
-    r"|why\s+(?:does|do|is|are))\s+"
+    r"^\W*(?:how\s+(?:does|do|can)|what\s+(?:is|are|does|do)"
+    r"|(?:what|which)\s+(?:[a-z-]+\s+){1,2}?(?:does|do)|why\s+(?:does|do|is|are)"
+    # "Explain how PCA chooses…", "Can you describe what dropout does?"
+    r"|(?:can\s+you\s+)?(?:explain|describe)\s+(?:how|what|why))\s+"
     r"(?:(?:people|we|practitioners|researchers|you)\s+(?:use|apply|add)\s+)?"
     r"(?:(?:a|an|the)\s+)?([a-z][\w-]*(?:\s+[a-z][\w-]*)*)",
     re.IGNORECASE,

@@ -339,6 +339,7 @@ def test_a_measure_asked_after_an_and_wants_a_figure():
 
     gives = figure_check("What audio codec and sampling rate does the speech model use?")
     assert gives is not None
+    assert figure_check("What approximation ratio or welfare guarantee does it achieve?")
     assert gives("Audio is sampled at a rate of 24 kHz.", frozenset({"rate"}))
     assert not gives("The model speaks in a human voice for twenty minutes.", frozenset())
 
@@ -360,6 +361,9 @@ def test_the_concept_a_question_opens_on_is_read_and_checked_against_the_passage
     # Named in the passages, or in words meaning the same ("robots" / "machines").
     assert absent_concept("How do decision trees work?", known) is None
     assert absent_concept("How do robots learn to grasp?", known) is None
+    # "Explain how <concept>…" opens on it too; "Explain the …" names what to explain instead.
+    assert absent_concept("Explain how kernel regression picks its weights.", known) is not None
+    assert absent_concept("Explain the first tension the tree summary opens with.", known) is None
     # "What <thing> does <concept>…" opens on the concept after "does".
     assert absent_concept("What assumptions does kernel regression make?", known) is not None
     assert absent_concept("Which trick does decision tree pruning use?", known) is None
