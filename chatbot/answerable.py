@@ -452,7 +452,13 @@ def correct_typos(question: str, words: set[str]) -> str:
             return asking.capitalize() if word[0].isupper() else asking
         if len(lower) < 4:
             return word
-        close = [(edit_distance(lower, w, 1), w) for w in words if abs(len(w) - len(lower)) <= 1]
+        letters = set(lower)
+        # One edit changes at most two letters of the set: a cheap test before the distance.
+        close = [
+            (edit_distance(lower, w, 1), w)
+            for w in words
+            if abs(len(w) - len(lower)) <= 1 and len(letters.symmetric_difference(w)) <= 2
+        ]
         best = min((c for c in close if c[0] <= 1), default=None)
         if best:
             return best[1]
@@ -464,7 +470,9 @@ def correct_typos(question: str, words: set[str]) -> str:
         near = [
             w
             for w in _english_by_frequency(len(lower))
-            if w[0] == lower[0] and edit_distance(lower, w, 1) <= 1
+            if w[0] == lower[0]
+            and len(letters.symmetric_difference(w)) <= 2
+            and edit_distance(lower, w, 1) <= 1
         ]
         return near[0] if near else word
 
