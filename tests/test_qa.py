@@ -169,18 +169,8 @@ HARD_FILE = SHARED / "eval" / "dev_hard.jsonl"
 HARD = load_questions(HARD_FILE) if HARD_FILE.is_file() else []
 HARD += load_questions(Path(__file__).parent / "data" / "dev_extra.jsonl")
 # Written from the summaries by someone who had not seen the code, to tune on.
-HARD += load_questions(Path(__file__).parent / "data" / "dev_tune.jsonl")
-HARD += load_questions(Path(__file__).parent / "data" / "dev_tune2.jsonl")
-HARD += load_questions(Path(__file__).parent / "data" / "dev_tune3.jsonl")
-HARD += load_questions(Path(__file__).parent / "data" / "dev_tune4.jsonl")
-HARD += load_questions(Path(__file__).parent / "data" / "dev_tune5.jsonl")
-HARD += load_questions(Path(__file__).parent / "data" / "dev_tune6.jsonl")
-HARD += load_questions(Path(__file__).parent / "data" / "dev_tune7.jsonl")
-HARD += load_questions(Path(__file__).parent / "data" / "dev_tune8.jsonl")
-HARD += load_questions(Path(__file__).parent / "data" / "dev_tune9.jsonl")
-HARD += load_questions(Path(__file__).parent / "data" / "dev_tune10.jsonl")
-HARD += load_questions(Path(__file__).parent / "data" / "dev_tune11.jsonl")
-HARD += load_questions(Path(__file__).parent / "data" / "dev_tune12.jsonl")
+for name in ["dev_tune", *(f"dev_tune{i}" for i in range(2, 13))]:
+    HARD += load_questions(Path(__file__).parent / "data" / f"{name}.jsonl")
 
 
 @pytest.mark.parametrize("case", with_known_misses(HARD), ids=[c["id"] for c in HARD])
