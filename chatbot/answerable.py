@@ -213,13 +213,14 @@ def absent_concept(question: str, known: str) -> str | None:
     )[:2]
     if not concept or any(w.endswith("-like") or w in ("one", "ones") for w in concept):
         return None
-    seen = sorted(set(terms(known)))
+    seen_terms = set(terms(known))
+    seen = sorted(seen_terms)
     english = known_words()
 
     def named(word: str) -> bool:
         # A misspelling of a passage word counts as naming it; an English word of six letters
         # or more does not ("speculative" is not "specif…" misspelt), as for `correct_typos`.
-        if all(t in seen for t in terms(word)):
+        if all(t in seen_terms for t in terms(word)):
             return True
         if len(word) >= 6 and word in english:
             return False
@@ -487,27 +488,21 @@ def _english_stems() -> frozenset[str]:
 
 @functools.cache
 def _english_by_frequency(length: int) -> tuple[str, ...]:
-    """The English words within a letter of `length`, most common first (the tokenizer's
-    vocabulary lists whole words by frequency)."""
-    try:
-        from tokenizers import Tokenizer
-
-        from .embeddings import default_model_dir
-
-        vocab = Tokenizer.from_file(str(default_model_dir() / "tokenizer.json")).get_vocab()
-    except Exception:  # no model installed: no word is corrected against English
-        return ()
-    return tuple(
-        w
-        for w, _ in sorted(vocab.items(), key=lambda i: i[1])
-        if w.isalpha() and abs(len(w) - length) <= 1
-    )
+    """The English words within a letter of `length`, most common first."""
+    return tuple(w for w in _whole_words() if abs(len(w) - length) <= 1)
 
 
 @functools.cache
 def known_words() -> frozenset[str]:
     """The whole words of the installed MiniLM tokenizer's vocabulary (about 22,000 English
     words); empty when the model is not installed, and then no word is taken for a typo."""
+    return frozenset(_whole_words())
+
+
+@functools.cache
+def _whole_words() -> tuple[str, ...]:
+    """The tokenizer vocabulary's whole words, most common first (it lists them by frequency);
+    empty when the model is not installed."""
     try:
         from tokenizers import Tokenizer
 
@@ -515,8 +510,8 @@ def known_words() -> frozenset[str]:
 
         vocab = Tokenizer.from_file(str(default_model_dir() / "tokenizer.json")).get_vocab()
     except Exception:  # no model installed: nothing is taken for a typo
-        return frozenset()
-    return frozenset(w for w in vocab if w.isalpha())
+        return ()
+    return tuple(w for w, _ in sorted(vocab.items(), key=lambda i: i[1]) if w.isalpha())
 
 
 def near_term(term: str, vocabulary: Sequence[str]) -> bool:
