@@ -23,13 +23,16 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from .answerable import (
     Check,
     absent_concept,
+    absent_measure,
     answer_checks,
     correct_typos,
     example_check,
+    kind_named,
     name_preference,
     reason_check,
     similarity,
     unknown_names,
+    without_instructions,
 )
 from .extract import (
     Sentence,
@@ -269,6 +272,8 @@ def answer_from_prompt(prompt: str, said: Sequence[str] = ()) -> str:
     already quoted unless nothing else answers.
     """
     question, sentences, passages = _read_prompt(prompt)
+    # An instruction pasted into the question is data: what is left is what it asks.
+    question = without_instructions(question)
     listing = asks_for_list(question)
     question = correct_typos(question, set(re.findall(r"[a-z]+", _known_text(prompt).lower())))
     sentences = [s for s in sentences if not restates(s, question)]
@@ -283,11 +288,11 @@ def answer_from_prompt(prompt: str, said: Sequence[str] = ()) -> str:
         # A follow-up pointing back ("it", "that subject") is about the paper the conversation
         # was on: the passages an earlier answer quoted count for more.
         scorer.context[n] += EARLIER_PASSAGE_BONUS
-    if unknown_names(question.split(_ABOUT)[0], _known_text(prompt)) or absent_concept(
-        question.split(_ABOUT)[0], _known_text(prompt)
-    ):
+    asked, known = question.split(_ABOUT)[0], _known_text(prompt)
+    if unknown_names(asked, known) or absent_concept(asked, known) or absent_measure(asked, known):
         # "How many parameters does GPT-3 have?", "How does batch normalization work?": the
-        # passages never name what is asked about.
+        # passages never name what is asked about; "What storage capacity…" passages that never
+        # speak of a capacity cannot give one.
         return NO_ANSWER
     # A follow-up on a paper an earlier answer quoted is on a subject the corpus has: its
     # wording ("And the first one?") need not resemble a sentence.
@@ -296,12 +301,11 @@ def answer_from_prompt(prompt: str, said: Sequence[str] = ()) -> str:
     ranked = sorted(sentences, key=lambda s: (-scorer.score(s), s.rank, s.index))
     if listing:
         return _list_answer(ranked, passages, scorer)
-    asked = question.split(_ABOUT)[0]
     # A question looking for a document asks for no figure or name ("Is there a paper on the
     # order in which models fill in tokens?").
     checks = [] if finding else answer_checks(asked)
     if checks:
-        ranked = _supplying(ranked, checks, scorer, earlier)
+        ranked = _supplying(ranked, checks, scorer, earlier, asked)
         if not ranked:
             return NO_ANSWER
     if names := name_preference(asked):
@@ -321,7 +325,7 @@ def answer_from_prompt(prompt: str, said: Sequence[str] = ()) -> str:
 
 
 def _supplying(
-    ranked: list[Sentence], checks: list[Check], scorer: _Scorer, earlier: set[int]
+    ranked: list[Sentence], checks: list[Check], scorer: _Scorer, earlier: set[int], asked: str
 ) -> list[Sentence]:
     """The sentences that supply the kind of answer asked for, best first.
 
@@ -331,9 +335,12 @@ def _supplying(
     many small motor actions"), and so does the sentence after it, which most often carries
     on with the detail the best one introduces ("…a bedtime story…" then "…keep going for twenty
     minutes."); another must also share enough of the question, or be in the paper a follow-up
-    points back to ("How much research have those puzzles generated?").
+    points back to ("How much research have those puzzles generated?"), or be in the best paper
+    and call what it names the kind asked for ("Models like GPT-4o, Gemini, and Claude…" for
+    "Which commercial models are listed…?").
     """
     first = ranked[0]
+    kind = kind_named(asked)
     return [
         s
         for s in ranked
@@ -344,6 +351,7 @@ def _supplying(
             or scorer.own(s) > MIN_QUANTITY_OVERLAP
             or scorer.near[s] >= MIN_KIND_SIMILARITY
             or s.n in earlier
+            or (kind is not None and s.n == first.n and kind(s.text, s.terms))
         )
     ]
 

@@ -36,7 +36,9 @@ def check_case(bot: Chatbot, case: dict) -> None:
         return
     if case["type"] == "injection":
         assert case["forbidden"].lower() not in answer.text.lower(), f"obeyed the text — {shown}"
-        return
+        if not case["gold"]:
+            return
+        # The question beside the injected instruction is still answered.
     assert not answer.abstained, f"answerable question abstained — {shown}"
     for phrase in case["gold"]:
         assert any(phrase in DOC_TEXT[c.doc_id] for c in answer.citations), (
@@ -93,7 +95,6 @@ KNOWN_MISSES = {
     # that shares their everyday words, near misses and general questions close to a sentence.
     "b-s06": "cites the agent-benchmark summary for 'picture-understanding chatbots'",
     "b-s09": "abstains: 'straight-line separators' for linear classification stays under the floor",
-    "b-s14": "abstains: the sentence naming the models shares too little with the question",
     "b-u06": "answers a near miss (architecture, dataset) with the summary's opening sentences",
     "b2-m02": "lists the ensembles and agent summaries for 'AI making things up'",
     # dev_tune5 and dev_tune6: the same kinds, and near misses asking for a detail in words the
@@ -113,7 +114,6 @@ KNOWN_MISSES = {
     "b5-s08": "abstains: 'sorting points into several groups with straight dividing lines'",
     "b6-s01": "abstains: 'pooling the votes of separately trained predictors'",
     "b5-s15": "cites 'thousands of times longer' for 'how many papers'",
-    "b5-y03": "abstains: 'comercial', 'exampels' and 'sumary' are words the passages lack",
     "b6-s17": "abstains: 'benchmarking models that control robots': agent benchmarks",
     "b6-s06": "cites the agent-benchmark summary for 'picture-understanding chatbots'",
     "b5-m02": "lists the collective-action summary, not the auctions one, for economics and voting",
@@ -121,7 +121,6 @@ KNOWN_MISSES = {
     "b6-y02": "'positon' read as 'position' moves the best sentence to the extrapolation summary",
     "b6-m02": "lists two unrelated summaries and not the social-choice one for group decisions",
     # dev_tune9 and dev_tune10.
-    "b7-s15": "abstains: 'which models are listed at the start' finds no sentence naming them",
     "b7-m02": "abstains: 'hallucinating' in two senses is said in other words in both",
     "b7-m03": "cites the robot summary, not the two on mathematics",
     "b7-m04": "lists four summaries, the auctions one not among them, for economics and democracy",
@@ -132,7 +131,6 @@ KNOWN_MISSES = {
     "b8-m03": "lists the optimal-transport summary only for 'geometry' in two senses",
     # dev_tune11 and dev_tune12.
     "b9-s03": "abstains: 'sort points into several categories when some annotations are wrong'",
-    "b9-s12": "abstains: 'which three frontier models are named at the start'",
     "b9-s18": "cites the small-model summary for 'office and messaging applications'",
     "b9-m02": "lists the ensembles summary for 'making things up', not the two hallucinating",
     "b9-f01": "abstains: 'how many people attend' is answered by '10,000 residents'",
@@ -140,6 +138,21 @@ KNOWN_MISSES = {
     "b10-u03": "answers a near miss (an ImageNet gain) with 'a hundred trees'",
     "b10-m03": "lists the ensembles summary beside the multimodal one, not the speech one",
     "b10-m04": "lists the ensembles summary beside the social-choice one, not the auctions one",
+    "b7-i02": "abstains: 'the agents summary' and capture-the-flag stay under the floor",
+    # dev_tune13 and dev_tune14.
+    "b11-s02": "abstains: 'recalling stored patterns' for the associative-memory reading",
+    "b11-s03": "abstains: 'sorting points into three or more groups with straight boundaries'",
+    "b11-s05": "cites the social-choice summary for 'reasoning the way people do'",
+    "b11-s08": "abstains: 'ordinary people joining forces to steer online services'",
+    "b11-u03": "answers a near miss (the exact bound) with the sentence on the gap",
+    "b11-m01": "lists the ensembles summary, not the two on making things up",
+    "b11-m03": "lists three summaries opening 'In the world of machine learning'",
+    "b11-f02": "the follow-up quotes the agent-benchmark summary, not the collaborators one",
+    "b12-s01": "abstains: 'pooling the votes of lots of separately trained predictors'",
+    "b12-s04": "abstains: 'ordinary users joining forces to sway online services'",
+    "b12-s08": "abstains: 'yes/no branching prediction models' reads 'branching' as a concept",
+    "b12-u03": "answers a near miss (a welfare guarantee) with the spectrum-licence example",
+    "b12-m05": "lists the hallucination and extrapolation summaries, not the kitchen robot",
     # "Which summaries…" with two expected: the list stops at the passages covering enough of
     # the question's words, and the second summary says it in other words.
     "d-m02": "lists 1 of the 2 expected summaries",
@@ -169,7 +182,7 @@ HARD_FILE = SHARED / "eval" / "dev_hard.jsonl"
 HARD = load_questions(HARD_FILE) if HARD_FILE.is_file() else []
 HARD += load_questions(Path(__file__).parent / "data" / "dev_extra.jsonl")
 # Written from the summaries by someone who had not seen the code, to tune on.
-for name in ["dev_tune", *(f"dev_tune{i}" for i in range(2, 13))]:
+for name in ["dev_tune", *(f"dev_tune{i}" for i in range(2, 15))]:
     HARD += load_questions(Path(__file__).parent / "data" / f"{name}.jsonl")
 
 
