@@ -586,3 +586,11 @@ def test_which_models_is_answered_by_the_sentence_calling_its_names_models(bot):
     )
     assert not answer.abstained, answer.text
     assert "GPT-4o" in answer.text and answer.citations[0].doc_id == "embodied-mllm-agents"
+
+
+def test_a_question_sharing_a_sentences_rare_words_is_on_its_topic(bot):
+    # The sentence lists several benchmarks, so its MiniLM cosine with the question stays low;
+    # "capture-the-flag" is in no other summary.
+    answer = bot.ask("Anything in there about capture-the-flag work?")
+    assert not answer.abstained, answer.text
+    assert answer.citations[0].doc_id == "agent-benchmarks-reality", answer.citations

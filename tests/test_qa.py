@@ -138,7 +138,6 @@ KNOWN_MISSES = {
     "b10-u03": "answers a near miss (an ImageNet gain) with 'a hundred trees'",
     "b10-m03": "lists the ensembles summary beside the multimodal one, not the speech one",
     "b10-m04": "lists the ensembles summary beside the social-choice one, not the auctions one",
-    "b7-i02": "abstains: 'the agents summary' and capture-the-flag stay under the floor",
     # dev_tune13 and dev_tune14.
     "b11-s02": "abstains: 'recalling stored patterns' for the associative-memory reading",
     "b11-s03": "abstains: 'sorting points into three or more groups with straight boundaries'",
