@@ -650,7 +650,8 @@ _MEASURE_NOUNS = (
     "capacity|depth|width|penalty|guarantee|bound|complexity|temperature|epochs?|dimensions?|"
     "dimensionality|horizon|margin|regret|latency|throughput|perplexity|batch size|learning rate|"
     "sample size|weight decay|accuracy|threshold|budget|runtime|running time|precision|recall|"
-    "hyperparameters?|resolution|bandwidth"
+    "hyperparameters?|resolution|bandwidth|datasets?|benchmarks?|architectures?|baselines?|"
+    "metrics?|optimi[sz]ers?|hardware"
 )
 # The words from "what"/"which" to the verb: the thing whose value is asked.
 _ASKED_PHRASE = re.compile(

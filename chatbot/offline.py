@@ -197,6 +197,15 @@ def _known_text(prompt: str) -> str:
     return html.unescape(" ".join(" ".join(m.groups("")) for m in _PASSAGE.finditer(prompt)))
 
 
+def _passage_text(prompt: str, n: int) -> str:
+    """What passage `n` says, with its title and authors."""
+    return " ".join(
+        html.unescape(" ".join(m.groups("")))
+        for m in _PASSAGE.finditer(prompt)
+        if m.group(1) == str(n)
+    )
+
+
 def _titles(prompt: str) -> dict[int, str]:
     """Each passage's title, by passage number."""
     return {int(m.group(1)): html.unescape(m.group(2)) for m in _PASSAGE.finditer(prompt)}
@@ -298,10 +307,9 @@ def answer_from_prompt(prompt: str, said: Sequence[str] = ()) -> str:
         # was on: the passages an earlier answer quoted count for more.
         scorer.context[n] += EARLIER_PASSAGE_BONUS
     asked, known = question.split(_ABOUT)[0], _known_text(prompt)
-    if unknown_names(asked, known) or absent_concept(asked, known) or absent_measure(asked, known):
+    if unknown_names(asked, known) or absent_concept(asked, known):
         # "How many parameters does GPT-3 have?", "How does batch normalization work?": the
-        # passages never name what is asked about; "What storage capacity…" passages that never
-        # speak of a capacity cannot give one.
+        # passages never name what is asked about.
         return NO_ANSWER
     # A follow-up on a paper an earlier answer quoted is on a subject the corpus has: its
     # wording ("And the first one?") need not resemble a sentence.
@@ -310,6 +318,10 @@ def answer_from_prompt(prompt: str, said: Sequence[str] = ()) -> str:
     ranked = sorted(sentences, key=lambda s: (-scorer.score(s), s.rank, s.index))
     if listing:
         return _list_answer(ranked, passages, scorer)
+    if absent_measure(asked, _passage_text(prompt, ranked[0].n)):
+        # "What storage capacity…", "what exact lower bound…": a paper that never speaks of a
+        # capacity or a bound does not state one ("bounds" in another passage does not count).
+        return NO_ANSWER
     # A question looking for a document asks for no figure or name ("Is there a paper on the
     # order in which models fill in tokens?").
     checks = [] if finding else answer_checks(asked)

@@ -566,6 +566,10 @@ def test_the_question_beside_an_injected_instruction_is_still_answered(bot):
     [
         "What storage capacity does the summary on transformers and associative memory report?",
         "What maximum tree depth and sparsity penalty does the decision tree summary use?",
+        # Another retrieved summary speaks of "bounds"; the one the answer would quote does not.
+        "What exact lower bound, in terms of the number of classes, does the statistical query "
+        "hardness paper prove?",
+        "Which datasets does the deep ensembles summary train its networks on?",
     ],
 )
 def test_a_question_asking_for_a_measure_the_passages_never_name_is_not_answered(bot, question):
