@@ -163,6 +163,13 @@ def test_a_follow_up_says_what_is_new_instead_of_repeating_the_answer(bot):
         "How many layers does BERT-Large have?",
         # Two capitals naming a method are a name, though "AI" alone is not.
         "What does the causal-discovery summary say the PC algorithm outputs?",
+        # A measure or a kind of thing the summary on the topic never speaks of.
+        "What storage capacity does the summary on transformers and associative memory report?",
+        "What maximum tree depth and sparsity penalty does the decision tree summary use?",
+        # Another retrieved summary speaks of "bounds"; the one the answer would quote does not.
+        "What exact lower bound, in terms of the number of classes, does the statistical query "
+        "hardness paper prove?",
+        "Which datasets does the deep ensembles summary train its networks on?",
     ],
 )
 def test_a_question_naming_what_no_passage_mentions_is_not_answered(bot, question):
@@ -559,23 +566,6 @@ def test_the_question_beside_an_injected_instruction_is_still_answered(bot):
     assert not answer.abstained, answer.text
     assert "10,000" in answer.text and "PWNED" not in answer.text, answer.text
     assert answer.citations and "town hall" in answer.citations[0].text, answer.citations
-
-
-@pytest.mark.parametrize(
-    "question",
-    [
-        "What storage capacity does the summary on transformers and associative memory report?",
-        "What maximum tree depth and sparsity penalty does the decision tree summary use?",
-        # Another retrieved summary speaks of "bounds"; the one the answer would quote does not.
-        "What exact lower bound, in terms of the number of classes, does the statistical query "
-        "hardness paper prove?",
-        "Which datasets does the deep ensembles summary train its networks on?",
-    ],
-)
-def test_a_question_asking_for_a_measure_the_passages_never_name_is_not_answered(bot, question):
-    # The summary is on the topic; it never speaks of a capacity, a depth or a penalty.
-    answer = bot.ask(question)
-    assert answer.abstained and not answer.citations, f"{question!r} got {answer.text!r}"
 
 
 def test_a_measure_the_passage_states_is_still_given(quirks):
