@@ -176,8 +176,13 @@ _CONCEPT = re.compile(
     r"^\W*(?:how\s+(?:does|do|can)|what\s+(?:is|are|does|do)"
     r"|(?:what|which)\s+(?:[a-z-]+\s+){1,2}?(?:does|do)|why\s+(?:does|do|is|are)"
     # "Explain how PCA chooses…", "Can you describe what dropout does?"
-    r"|(?:can\s+you\s+)?(?:explain|describe)\s+(?:how|what|why))\s+"
+    r"|(?:can\s+you\s+)?(?:explain|describe)\s+(?:how|what|why)"
+    # "Can you describe the reparameterization trick…"; not "Explain the first tension the
+    # piece…", which asks about a passage in everyday words.
+    r"|can\s+you\s+(?:explain|describe))\s+"
     r"(?:(?:people|we|practitioners|researchers|you)\s+(?:use|apply|add)\s+)?"
+    # "What is the purpose of a learning-rate warmup…": the concept follows "of".
+    r"(?:(?:the|a|an)\s+(?:purpose|point|role|goal|idea|intuition|use)\s+(?:of|behind)\s+)?"
     r"(?:(?:a|an|the)\s+)?([a-z][\w-]*(?:\s+[a-z][\w-]*)*)",
     re.IGNORECASE,
 )

@@ -50,6 +50,9 @@ def sentences(text: str) -> list[str]:
         # while its other words ("training", "deep networks") are the summaries'.
         "How does layer normalization stabilise the training of deep networks?",
         "What is a learning-rate schedule with cosine decay and why does it help training?",
+        # The concept after "Can you describe the…" and "the purpose of…".
+        "Can you describe the reparameterization trick used to train variational autoencoders?",
+        "What is the purpose of gradient checkpointing when training large networks?",
     ],
 )
 def test_a_general_ml_question_no_summary_discusses_is_not_answered(bot, question):
