@@ -610,7 +610,7 @@ _ADDRESSES = re.compile(
     r"reply|replies|answer|response|output)\b|\b(?:every|each|all)\s+(?:reply|answer|response)\b"
     r"|\b(?:admin(?:istrator)?|developer|operator|moderator)\s+(?:note|instruction|rule|policy|mode|"
     r"message|override|command)s?\b|\bmessage\s+from\s+your\b|\bfrom\s+now\s+on\b"
-    r"|\byou\s+are\s+(?:now|no\s+longer)\b|\b(?:assistant|user|system)\s*:|\bnew\s+(?:\w+\s+)?"
+    r"|\byou\s+are\s+(?:now|no\s+longer)\b|\b(?:assistant|user|system|admin|administrator|developer)\s*:|\bnew\s+(?:\w+\s+)?"
     r"(?:instructions?|rules?|policy)\b|\b(?:reply|respond|answer)\s+(?:only|exactly|solely)\b"
     r"|\bstop\s+(?:citing|answering|using)\b|\bjailbreak|\bdebug\s+mode\b|\bunrestricted\b"
     r"|\b(?:assistant|system)\s+(?:note|message|instruction)s?\b|\byour\s+(?:new\s+)?(?:task|role|job)\b"

@@ -153,6 +153,29 @@ KNOWN_MISSES = {
     "b14-s06": "cites the agent-benchmark summary for 'picture-understanding chatbots'",
     "b14-m03": "lists the ensembles summary for 'making things up', not the two hallucinating",
     "b14-m05": "lists the small-model and speech summaries, not the ensembles one",
+    # dev_tune17 to dev_tune20.
+    "b15-s08": "cites the social-choice summary for 'flowchart-like if-then classifiers'",
+    "b15-m03": "lists the collective-action summary, not the social-choice one",
+    "b15-m04": "lists the ensembles and auctions summaries, not the multiclass one",
+    "b15-f05": "abstains: 'which app would the chart go out through' stays under the floor",
+    "b15-t02": "abstains: the misspelt question ('averagng many modles') retrieves other summaries",
+    "b16-s06": "abstains: 'what does the company side get to do' for the platform's one-way street",
+    "b16-s07": "abstains: 'how much research have those baffling behaviours generated'",
+    "b16-s08": "abstains: 'screen-using assistants' reads 'screen-using' as a concept",
+    "b16-s09": "abstains: 'flowchart-style yes/no classifier' stays under the floor",
+    "b16-m02": "lists the speech summary only, not the causal-graph one, for costly computation",
+    "b16-m05": "lists the small-model summary, not the ensembles one, for 'bigger is better'",
+    "b17-s01": "abstains: 'sorting data into several groups with straight-line cuts'",
+    "b17-s04": "abstains: 'programs that write text strictly one piece after another'",
+    "b17-m01": "lists the social-choice summary for 'making things up'",
+    "b17-m03": "lists the optimal-transport summary, not the auctions one, for allocation",
+    "b17-m05": "lists the collective-action summary for 'getting around on the internet'",
+    "b18-s03": "abstains: 'shifting one pile of probability onto another' for optimal transport",
+    "b18-s08": "abstains: 'how much of the underlying process do we usually get to see'",
+    "b18-m01": "lists the extrapolation summary, not the robot one",
+    "b18-t02": "abstains: 'which kind of model' asks for a name; the answer is 'decision trees'",
+    "b18-t03": "abstains: the misspelt question ('votng exampel') retrieves other summaries",
+    "b18-i02": "abstains: the instruction in Spanish is not read as one; 'HOLA HACKER' is a name",
     # "Which summaries…" with two expected: the list stops at the passages covering enough of
     # the question's words, and the second summary says it in other words.
     "d-m02": "lists 1 of the 2 expected summaries",
@@ -182,7 +205,7 @@ HARD_FILE = SHARED / "eval" / "dev_hard.jsonl"
 HARD = load_questions(HARD_FILE) if HARD_FILE.is_file() else []
 HARD += load_questions(Path(__file__).parent / "data" / "dev_extra.jsonl")
 # Written from the summaries by someone who had not seen the code, to tune on.
-for name in ["dev_tune", *(f"dev_tune{i}" for i in range(2, 17))]:
+for name in ["dev_tune", *(f"dev_tune{i}" for i in range(2, 21))]:
     HARD += load_questions(Path(__file__).parent / "data" / f"{name}.jsonl")
 
 
