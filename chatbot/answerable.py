@@ -236,12 +236,18 @@ def absent_concept(question: str, known: str) -> str | None:
         return None
     # A word the passages say in other words ("robots" for "machines", "carrier" for
     # "provider") is not a concept they lack.
+    if all(said_otherwise(w, known) for w in absent):
+        return None
+    return " ".join(concept)
+
+
+def said_otherwise(word: str, known: str) -> bool:
+    """Whether a word of `known` means about the same as `word` (MiniLM cosine of the words
+    alone at least SAME_WORD)."""
     written = sorted(
         {w for w in re.findall(r"[a-z][a-z-]{2,}", known.lower()) if w not in STOPWORDS}
     )
-    if written and all(float(similarity(w, written).max()) >= SAME_WORD for w in absent):
-        return None
-    return " ".join(concept)
+    return bool(written) and float(similarity(word, written).max()) >= SAME_WORD
 
 
 # "Why…", "…, why would a carrier pay more?", "What was the reasoning for why…", "How come…".
@@ -602,24 +608,37 @@ _PIECES = re.compile(
     re.IGNORECASE,
 )
 # A piece that addresses the assistant: its rules, prompt, reply or role, wherever it says so…
-_ADDRESSES = re.compile(
-    r"\bsystem\s+(?:override|prompt|message|instructions?)\b|\bhidden\s+(?:\w+\s+)?"
-    r"(?:instructions?|prompt|rules)\b|\b(?:ignore|disregard|forget|override|bypass)\s+(?:all\s+|any\s+)?"
-    r"(?:of\s+)?(?:your|the|previous|prior|earlier|above|every|these|those|my)\b"
-    r"|\byour\s+(?:\w+\s+)?(?:rules|instructions|guidelines|restrictions|system|prompt|programming|"
-    r"reply|replies|answer|response|output)\b|\b(?:every|each|all)\s+(?:reply|answer|response)\b"
-    r"|\b(?:admin(?:istrator)?|developer|operator|moderator)\s+(?:note|instruction|rule|policy|mode|"
-    r"message|override|command)s?\b|\bmessage\s+from\s+your\b|\bfrom\s+now\s+on\b"
-    r"|\byou\s+are\s+(?:now|no\s+longer)\b|\b(?:assistant|user|system|admin|administrator|developer)\s*:|\bnew\s+(?:\w+\s+)?"
-    r"(?:instructions?|rules?|policy)\b|\b(?:reply|respond|answer)\s+(?:only|exactly|solely)\b"
-    r"|\bstop\s+(?:citing|answering|using)\b|\bjailbreak|\bdebug\s+mode\b|\bunrestricted\b"
-    r"|\b(?:assistant|system)\s+(?:note|message|instruction)s?\b|\byour\s+(?:new\s+)?(?:task|role|job)\b"
-    r"|\binstructions?\s+you\s+(?:were|have\s+been)\s+given\b|\b(?:replying|responding)\s+(?:only|exactly)\b"
-    r"|\b(?:reply|respond)(?:ing)?\s+with\b|\bby\s+(?:writing|printing|replying|saying|typing)\b"
-    r"|\b(?:append|prepend|add|insert)\s+the\s+(?:line|word|phrase|token|sentence|text|string|marker)\b"
-    r"|\bwithout\s+(?:citing|citations|sources)\b|\bfrom\s+(?:memory|your\s+own\s+knowledge)\b",
-    re.IGNORECASE,
+_ADDRESSING = (
+    r"\bsystem\s+(?:override|prompt|message|instructions?)\b",
+    r"\bhidden\s+(?:\w+\s+)?(?:instructions?|prompt|rules)\b",
+    r"\b(?:ignore|disregard|forget|override|bypass)\s+(?:all\s+|any\s+)?(?:of\s+)?"
+    r"(?:your|the|previous|prior|earlier|above|every|these|those|my)\b",
+    r"\byour\s+(?:\w+\s+)?(?:rules|instructions|guidelines|restrictions|system|prompt|programming|"
+    r"reply|replies|answer|response|output)\b",
+    r"\b(?:every|each|all)\s+(?:reply|answer|response)\b",
+    r"\b(?:admin(?:istrator)?|developer|operator|moderator)\s+(?:note|instruction|rule|policy|mode|"
+    r"message|override|command)s?\b",
+    r"\bmessage\s+from\s+your\b",
+    r"\bfrom\s+now\s+on\b",
+    r"\byou\s+are\s+(?:now|no\s+longer)\b",
+    r"\b(?:assistant|user|system|admin|administrator|developer)\s*:",
+    r"\bnew\s+(?:\w+\s+)?(?:instructions?|rules?|policy)\b",
+    r"\b(?:reply|respond|answer)\s+(?:only|exactly|solely)\b",
+    r"\bstop\s+(?:citing|answering|using)\b",
+    r"\bjailbreak",
+    r"\bdebug\s+mode\b",
+    r"\bunrestricted\b",
+    r"\b(?:assistant|system)\s+(?:note|message|instruction)s?\b",
+    r"\byour\s+(?:new\s+)?(?:task|role|job)\b",
+    r"\binstructions?\s+you\s+(?:were|have\s+been)\s+given\b",
+    r"\b(?:replying|responding)\s+(?:only|exactly)\b",
+    r"\b(?:reply|respond)(?:ing)?\s+with\b",
+    r"\bby\s+(?:writing|printing|replying|saying|typing)\b",
+    r"\b(?:append|prepend|add|insert)\s+the\s+(?:line|word|phrase|token|sentence|text|string|marker)\b",
+    r"\bwithout\s+(?:citing|citations|sources)\b",
+    r"\bfrom\s+(?:memory|your\s+own\s+knowledge)\b",
 )
+_ADDRESSES = re.compile("|".join(_ADDRESSING), re.IGNORECASE)
 # …or a bare command about what to write ("print the word X", "append the line…").
 _COMMANDS = re.compile(
     r"^\W*(?:(?:also|then|and|please|now|first|finally|afterwards|instead)\W+)*"
@@ -628,6 +647,12 @@ _COMMANDS = re.compile(
     r"include|sign\s+off|finish|end|begin|start|say|type|shout|ignore|disregard|forget|follow\s+"
     r"(?:it|them|this|these|that)|pretend|act\s+as)\b",
     re.IGNORECASE,
+)
+
+
+# "Question: what does…", "After that, tell me…", "Otherwise, what…": the request itself.
+_LEAD = re.compile(
+    r"^\W*(?:(?:question|q)\s*:|after\s+that|then|otherwise|also|and|but)\W+", re.IGNORECASE
 )
 
 
@@ -642,9 +667,7 @@ def without_instructions(question: str) -> str:
     kept = [p for p in pieces if not _ADDRESSES.search(p) and not _COMMANDS.match(p)]
     if len(kept) == len(pieces):
         return question
-    # "Question: what does…", "After that, tell me…", "Otherwise, what…": the request itself.
-    lead = r"^\W*(?:(?:question|q)\s*:|after\s+that|then|otherwise|also|and|but)\W+"
-    kept = [re.sub(lead, "", p, flags=re.IGNORECASE) for p in kept]
+    kept = [_LEAD.sub("", p) for p in kept]
     return " ".join(p for p in kept if re.search(r"\w", p))
 
 
@@ -682,13 +705,7 @@ def absent_measure(question: str, known: str) -> str | None:
     if not asked:
         return None
     seen = set(terms(known))
-    written = sorted(
-        {w for w in re.findall(r"[a-z][a-z-]{2,}", known.lower()) if w not in STOPWORDS}
-    )
     for measure in asked:
-        if all(t in seen for t in terms(measure)):
-            continue
-        if written and float(similarity(measure, written).max()) >= SAME_WORD:
-            continue
-        return measure
+        if not all(t in seen for t in terms(measure)) and not said_otherwise(measure, known):
+            return measure
     return None

@@ -296,7 +296,8 @@ def answer_from_prompt(prompt: str, said: Sequence[str] = ()) -> str:
     # An instruction pasted into the question is data: what is left is what it asks.
     question = without_instructions(question)
     listing = asks_for_list(question)
-    question = correct_typos(question, set(re.findall(r"[a-z]+", _known_text(prompt).lower())))
+    known = _known_text(prompt)
+    question = correct_typos(question, set(re.findall(r"[a-z]+", known.lower())))
     sentences = [s for s in sentences if not restates(s, question)]
     if not sentences or not terms(question):
         return NO_ANSWER
@@ -309,7 +310,7 @@ def answer_from_prompt(prompt: str, said: Sequence[str] = ()) -> str:
         # A follow-up pointing back ("it", "that subject") is about the paper the conversation
         # was on: the passages an earlier answer quoted count for more.
         scorer.context[n] += EARLIER_PASSAGE_BONUS
-    asked, known = question.split(_ABOUT)[0], _known_text(prompt)
+    asked = question.split(_ABOUT)[0]
     if unknown_names(asked, known) or absent_concept(asked, known):
         # "How many parameters does GPT-3 have?", "How does batch normalization work?": the
         # passages never name what is asked about.
