@@ -323,8 +323,7 @@ def answer_from_prompt(prompt: str, said: Sequence[str] = ()) -> str:
     if listing:
         return _list_answer(ranked, passages, scorer)
     if absent_measure(asked, _passage_text(prompt, ranked[0].n)):
-        # "What storage capacity…", "what exact lower bound…": a paper that never speaks of a
-        # capacity or a bound does not state one ("bounds" in another passage does not count).
+        # "What storage capacity…": a paper never speaking of a capacity does not state one.
         return NO_ANSWER
     # A question looking for a document asks for no figure or name ("Is there a paper on the
     # order in which models fill in tokens?").
