@@ -20,6 +20,7 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 
 from . import citations, support
+from .answerable import correct_typos
 from .budget import Budget, Fitted, fit
 from .errors import ChatbotError, ModelError
 from .keyword import asks_for_list
@@ -273,7 +274,10 @@ def retrieve(
     if k is None and asks_for_list(question):
         # A question about several works needs more than the usual handful of passages.
         k = top_k + 3
-    return retriever.search(question, k, where)
+    # "waht does averagng many modles do" is searched as "what does averaging many models do":
+    # read as written, the misspelt words match no passage. Only common English words are put
+    # in, so this costs the same on any collection; the model still gets the question as asked.
+    return retriever.search(correct_typos(question, set()), k, where)
 
 
 def fit_prompt(model: Model, question: str, passages: list[Passage], history: History) -> Prompt:
