@@ -169,6 +169,27 @@ def unknown_names(question: str, known: str) -> list[str]:
     return missing
 
 
+# A question that says it asks what the corpus says: it names a document ("in the piece about…",
+# "Which summary discusses…", "the theory work on…") or what one gives ("What examples are
+# given…", "offered as examples", "according to…", "does it say"). A general question ("How does
+# early stopping decide…?", "In mixed-precision training, what is loss scaling?") does neither.
+_ABOUT_CORPUS = re.compile(
+    r"\b(?:summary|summaries|paper|papers|piece|pieces|article|write-?up)\b"
+    r"|\bthe\s+(?:[\w-]+\s+){0,2}(?:work|study|research)\s+(?:on|about|into|that|which|where)\b"
+    r"|\b(?:is|are|was|were|being|been|gets?)\s+(?:\w+ly\s+)?(?:given|offered|mentioned|described|"
+    r"listed|named|cited|presented|discussed|raised|highlighted|pointed\s+out|singled\s+out|"
+    r"brought\s+up|put\s+forward|imagined)\b"
+    r"|\baccording\s+to\b|\b(?:does|do|did)\s+(?:it|they|the\s+authors?)\s+(?:say|describe|"
+    r"mention|list|name|call|give|point)\b",
+    re.IGNORECASE,
+)
+
+
+def about_corpus(question: str) -> bool:
+    """Whether `question` says it asks about what a document of the corpus says."""
+    return bool(_ABOUT_CORPUS.search(question))
+
+
 # "How does batch normalization…", "What is the kernel trick…", "Why do people use a
 # learning-rate warmup…": the question opens on the concept it is about. Not "Why would a phone
 # carrier…" (a scene set up to ask about something else) nor "What does the piece on…".
@@ -491,6 +512,8 @@ def correct_typos(question: str, words: set[str]) -> str:
             return best[1]
         if all(t in _english_stems() for t in terms(lower)):
             return word  # an English word the vocabulary holds in another form ("pooling")
+        if word[0].isupper() and match.start() > 0:
+            return word  # a name ("Raman"), not an English word misspelt ("roman")
         # Not a passage word misspelt: the most common English word one edit away with the same
         # first letter ("acording", "actualy"; a typo seldom changes the first letter), so the
         # misspelling does not stand in the question as a word of its own.
@@ -501,7 +524,9 @@ def correct_typos(question: str, words: set[str]) -> str:
             and len(letters.symmetric_difference(w)) <= 2
             and edit_distance(lower, w, 1) <= 1
         ]
-        return near[0] if near else word
+        if not near:
+            return word
+        return near[0].capitalize() if word[0].isupper() else near[0]
 
     return re.sub(r"[A-Za-z][a-z]+", fix, question)
 
@@ -636,7 +661,12 @@ _ADDRESSING = (
     r"\bby\s+(?:writing|printing|replying|saying|typing)\b",
     r"\b(?:append|prepend|add|insert)\s+the\s+(?:line|word|phrase|token|sentence|text|string|marker)\b",
     r"\bwithout\s+(?:citing|citations|sources)\b",
-    r"\bfrom\s+(?:memory|your\s+own\s+knowledge)\b",
+    r"\bfrom\s+memory\b",
+    r"\byour\s+own\s+(?:knowledge|sources|judgment|opinion)\b",
+    # "The summaries are outdated", "cite Wikipedia as [1]": the sources to trust instead.
+    r"\b(?:summaries|passages|sources|documents|context)\s+(?:here\s+)?(?:are|is)\s+(?:now\s+)?"
+    r"(?:outdated|out\s+of\s+date|obsolete|wrong|incorrect|fake|unreliable)\b",
+    r"\bcite\s+[\w.-]+\s+as\b",
 )
 _ADDRESSES = re.compile("|".join(_ADDRESSING), re.IGNORECASE)
 # …or a bare command about what to write ("print the word X", "append the line…").
