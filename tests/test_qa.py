@@ -65,7 +65,6 @@ HELDOUT = load_questions(Path(__file__).parent / "data" / "heldout.jsonl")
 KNOWN_MISSES = {
     # "economics" should also bring in the auctions summary; the extractive model lists the
     # voting and collective-action ones only.
-    "hm03": "lists 2 of the 3 expected summaries",
     # General questions on a concept no summary names, whose wording is still close (MiniLM
     # cosine 0.42-0.5) to a sentence on deep networks or language models.
     "d-u11": "answers a question on vanishing gradients with a sentence on deep learning",
@@ -84,7 +83,6 @@ KNOWN_MISSES = {
     "t-u09": "answers a question on label smoothing with a sentence on label noise",
     # dev_tune2: paraphrases under the similarity floor, a near miss on a figure the summary
     # never gives, and follow-ups whose first turn found another summary first.
-    "t2-s04": "abstains: 'ordinary people teaming up' for gig workers and consumer groups",
     "t2-s08": "abstains: 'measurements … never seeing what produces them' for observed symptoms",
     "t2-s11": "cites the small-language-model summary for 'picture-understanding assistants'",
     "t2-u02": "answers a near miss (an ImageNet accuracy) with the ensembles summary's intuition",
@@ -94,93 +92,80 @@ KNOWN_MISSES = {
     # dev_tune3 and dev_tune4: paraphrases under the similarity floor or losing to a summary
     # that shares their everyday words, near misses and general questions close to a sentence.
     "b-s06": "cites the agent-benchmark summary for 'picture-understanding chatbots'",
-    "b2-m02": "lists the ensembles and agent summaries for 'AI making things up'",
     # dev_tune5 and dev_tune6: the same kinds, and near misses asking for a detail in words the
     # checks of the kind of answer do not read.
-    "b3-s04": "abstains: 'lining up measurements of individual cells' stays under the floor",
-    "b3-s07": "abstains: 'goods whose worth depends on what else the buyer gets' for auctions",
-    "b4-s08": "abstains: 'line up two sets of measurements' for single-cell alignment",
     "b4-s09": "cites the social-choice summary for 'flowchart-like if/then predictors'",
     "b4-s15": "cites 'thousands of times longer' for 'how many papers'",
     "b3-f03": "the first turn finds the virtual-agent summary, not the robot one",
-    "b3-m02": "lists the social-choice summary, which says 'mathematically', for AI and maths",
     "b3-m03": "lists one of the two summaries using decision trees",
     "b3-m04": "abstains: 'hallucinating' in two senses is said in other words in both",
     # dev_tune7 and dev_tune8.
-    "b5-s08": "abstains: 'sorting points into several groups with straight dividing lines'",
     "b5-s15": "cites 'thousands of times longer' for 'how many papers'",
     "b6-s17": "abstains: 'benchmarking models that control robots': agent benchmarks",
     "b6-s06": "cites the agent-benchmark summary for 'picture-understanding chatbots'",
-    "b5-m02": "lists the collective-action summary, not the auctions one, for economics and voting",
-    "b6-m01": "lists three summaries saying 'mathematically' or 'AI' beside the discovery one",
     "b6-y02": "'positon' read as 'position' moves the best sentence to the extrapolation summary",
     "b6-m02": "lists two unrelated summaries and not the social-choice one for group decisions",
     # dev_tune9 and dev_tune10.
     "b7-m02": "lists one of the two summaries on hallucinating, said in other words in both",
     "b7-m03": "cites the robot summary, not the two on mathematics",
     "b7-m04": "lists four summaries, the auctions one not among them, for economics and democracy",
-    "b8-s01": "abstains: 'one big network in costume' for the ensembles summary",
     "b8-s02": "cites the agent-benchmark summary for 'chatbots that write one word after another'",
-    "b8-s03": "abstains: 'sorting points into more than two groups with flat boundaries'",
     "b8-u05": "answers a near miss (which small model scored best) with a sentence naming models",
     "b8-m03": "lists the optimal-transport summary only for 'geometry' in two senses",
     # dev_tune11 and dev_tune12.
-    "b9-s03": "abstains: 'sort points into several categories when some annotations are wrong'",
     "b9-s18": "cites the small-model summary for 'office and messaging applications'",
     "b9-m02": "lists the ensembles summary for 'making things up', not the two hallucinating",
     "b9-f01": "abstains: 'how many people attend' is answered by '10,000 residents'",
     "b10-u03": "answers a near miss (an ImageNet gain) with 'a hundred trees'",
-    "b10-m03": "lists the ensembles summary beside the multimodal one, not the speech one",
-    "b10-m04": "lists the ensembles summary beside the social-choice one, not the auctions one",
     # dev_tune13 and dev_tune14.
-    "b11-s03": "abstains: 'sorting points into three or more groups with straight boundaries'",
     "b11-s05": "cites the social-choice summary for 'reasoning the way people do'",
-    "b11-s08": "abstains: 'ordinary people joining forces to steer online services'",
-    "b11-m01": "lists the ensembles summary, not the two on making things up",
     "b11-m03": "lists three summaries opening 'In the world of machine learning'",
     "b11-f02": "the follow-up quotes the agent-benchmark summary, not the collaborators one",
-    "b12-s04": "abstains: 'ordinary users joining forces to sway online services'",
     "b12-s08": "abstains: 'yes/no branching prediction models' reads 'branching' as a concept",
     "b12-m05": "lists the hallucination and extrapolation summaries, not the kitchen robot",
     # dev_tune15 and dev_tune16.
-    "b13-s05": "abstains: 'things we can measure while the forces driving them stay out of sight'",
     "b13-s06": "cites the agent-benchmark summary for 'chatbots that read pictures'",
     "b13-s08": "abstains: 'what today's chat assistants fail to take into account'",
     "b13-s13": "cites the virtual-agent summary's 'From GPT-4o to Claude 3.5' for the robot one",
     "b13-u11": "answers a question on label smoothing with the sentence on clean labels",
-    "b13-m03": "lists the social-choice summary, not the speech one, for making things up",
     "b14-s04": "cites the robot summary for 'chat models that write one piece after another'",
     "b14-s06": "cites the agent-benchmark summary for 'picture-understanding chatbots'",
-    "b14-m03": "lists the ensembles summary for 'making things up', not the two hallucinating",
     "b14-m05": "lists the small-model and speech summaries, not the ensembles one",
     # dev_tune17 to dev_tune20.
     "b15-s08": "cites the social-choice summary for 'flowchart-like if-then classifiers'",
-    "b15-m03": "lists the collective-action summary, not the social-choice one",
-    "b15-m04": "lists the ensembles and auctions summaries, not the multiclass one",
     "b15-f05": "abstains: 'which app would the chart go out through' stays under the floor",
     "b15-t02": "abstains: the misspelt question ('averagng many modles') retrieves other summaries",
     "b16-s06": "abstains: 'what does the company side get to do' for the platform's one-way street",
     "b16-s07": "abstains: 'how much research have those baffling behaviours generated'",
     "b16-s08": "abstains: 'screen-using assistants' reads 'screen-using' as a concept",
-    "b16-s09": "abstains: 'flowchart-style yes/no classifier' stays under the floor",
-    "b16-m02": "lists the speech summary only, not the causal-graph one, for costly computation",
-    "b16-m05": "lists the small-model summary, not the ensembles one, for 'bigger is better'",
-    "b17-s01": "abstains: 'sorting data into several groups with straight-line cuts'",
     "b17-s04": "abstains: 'programs that write text strictly one piece after another'",
     "b17-m01": "lists the social-choice summary for 'making things up'",
-    "b17-m03": "lists the optimal-transport summary, not the auctions one, for allocation",
     "b17-m05": "lists the collective-action summary for 'getting around on the internet'",
-    "b18-s03": "abstains: 'shifting one pile of probability onto another' for optimal transport",
     "b18-s08": "abstains: 'how much of the underlying process do we usually get to see'",
-    "b18-m01": "lists the extrapolation summary, not the robot one",
     "b18-t02": "abstains: 'which kind of model' asks for a name; the answer is 'decision trees'",
     "b18-t03": "abstains: the misspelt question ('votng exampel') retrieves other summaries",
     "b18-i02": "abstains: the instruction in Spanish is not read as one; 'HOLA HACKER' is a name",
-    # "Which summaries…" with two expected: the list stops at the passages covering enough of
-    # the question's words, and the second summary says it in other words.
-    "d-m02": "lists 1 of the 2 expected summaries",
+    # dev_tune21 and dev_tune22.
+    "b19-s15": "cites the screen-agent summary, which also lists GPT-4o, for the robot one",
+    "b19-u07": "answers from the speech summary: 'tokenizer' and 'sampling rate' are not checked",
+    "b19-m01": "lists the robot and mathematics summaries beside the agent-benchmark one",
+    "b19-m03": "lists the collective-action summary, not the social-choice one",
+    "b19-m04": "'examples from biology' comes close to no sentence on cells or birds",
+    "b19-f01": "the first turn finds the speech summary for 'text one word at a time'",
+    "b19-f02": "abstains: 'tension' is read as a concept the passages never name",
+    "b20-s01": "cites the small-model summary for 'a component built for translation'",
+    "b20-s02": "abstains: 'verdict' is read as a concept the passages never name",
+    "b20-s04": "cites the agent-benchmark summary for 'chatbots that produce text in order'",
+    "b20-s05": "cites the screen-agent summary for a model carrying out a chore",
+    "b20-s06": "abstains: 'flowchart-like yes/no classifiers' stays under the floor",
+    "b20-m05": "lists the decision-tree summary, not the mathematics one, for geometry",
+    # "Which summaries…" with two expected: the list stops at the passages whose best sentence
+    # scores near the best one's, and the second summary says it in other words.
+    "t2-m02": "lists the speech summary only for 'an AI hallucinating'",
+    "b12-m02": "lists the speech summary only for 'an AI hallucinating'",
+    "b-m02": "lists the decision-tree summary only, not the ensembles one",
+    "b17-m02": "lists the social-choice summary only, not the collective-action one",
     "d-m03": "lists 1 of the 2 expected summaries",
-    "d-m04": "lists 1 of the 2 expected summaries",
 }
 
 
@@ -205,7 +190,7 @@ HARD_FILE = SHARED / "eval" / "dev_hard.jsonl"
 HARD = load_questions(HARD_FILE) if HARD_FILE.is_file() else []
 HARD += load_questions(Path(__file__).parent / "data" / "dev_extra.jsonl")
 # Written from the summaries by someone who had not seen the code, to tune on.
-for name in ["dev_tune", *(f"dev_tune{i}" for i in range(2, 21))]:
+for name in ["dev_tune", *(f"dev_tune{i}" for i in range(2, 23))]:
     HARD += load_questions(Path(__file__).parent / "data" / f"{name}.jsonl")
 
 
