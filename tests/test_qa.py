@@ -103,7 +103,6 @@ KNOWN_MISSES = {
     "b5-s15": "cites 'thousands of times longer' for 'how many papers'",
     "b6-s17": "abstains: 'benchmarking models that control robots': agent benchmarks",
     "b6-s06": "cites the agent-benchmark summary for 'picture-understanding chatbots'",
-    "b6-y02": "'positon' read as 'position' moves the best sentence to the extrapolation summary",
     "b6-m02": "lists two unrelated summaries and not the social-choice one for group decisions",
     # dev_tune9 and dev_tune10.
     "b7-m02": "lists one of the two summaries on hallucinating, said in other words in both",
@@ -134,7 +133,6 @@ KNOWN_MISSES = {
     # dev_tune17 to dev_tune20.
     "b15-s08": "cites the social-choice summary for 'flowchart-like if-then classifiers'",
     "b15-f05": "abstains: 'which app would the chart go out through' stays under the floor",
-    "b15-t02": "abstains: the misspelt question ('averagng many modles') retrieves other summaries",
     "b16-s06": "abstains: 'what does the company side get to do' for the platform's one-way street",
     "b16-s07": "abstains: 'how much research have those baffling behaviours generated'",
     "b16-s08": "abstains: 'screen-using assistants' reads 'screen-using' as a concept",
@@ -143,7 +141,6 @@ KNOWN_MISSES = {
     "b17-m05": "lists the collective-action summary for 'getting around on the internet'",
     "b18-s08": "abstains: 'how much of the underlying process do we usually get to see'",
     "b18-t02": "abstains: 'which kind of model' asks for a name; the answer is 'decision trees'",
-    "b18-t03": "abstains: the misspelt question ('votng exampel') retrieves other summaries",
     "b18-i02": "abstains: the instruction in Spanish is not read as one; 'HOLA HACKER' is a name",
     # dev_tune21 and dev_tune22.
     "b19-s15": "cites the screen-agent summary, which also lists GPT-4o, for the robot one",
