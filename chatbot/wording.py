@@ -47,16 +47,20 @@ _RANGE_SCALE = re.compile(
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-.][A-Za-z0-9]+)*")
 _OPENS = re.compile(r"(?:^|[.!?:;]\s+|[\"“‘'(]\s*)$")
 # Negations, and words of negative polarity that say the same in other words ("rare" for "not
-# prevalent", "lacks" for "has no", "a long way from" for "not"): a claim and a sentence that
-# each hold one agree in polarity, whichever words they use.
+# prevalent", "lacks" for "has no", "ignores" for "without considering", "a long way from" for
+# "not"): a claim and a sentence that each hold one agree in polarity, whichever words they use.
+# "Knowingly or not" and "nothing more than" deny nothing.
 _NEGATION = re.compile(
-    r"\b(?:not|no|never|cannot|neither|nor|none|nothing|unable|incapable|impossible|rarely|"
-    r"seldom|hardly|barely|fail(?:s|ed|ing)?|rather\s+than|instead\s+of|without|lack(?:s|ed|ing)?|"
+    r"\b(?:(?<!\bor\s)not|no|never|cannot|neither|nor|none|unable|incapable|impossible|rarely|"
+    r"nothing(?!\s+(?:more|less|other)\s+than)|seldom|hardly|barely|fail(?:s|ed|ing)?|"
+    r"ignor(?:e|es|ed|ing)|disregard(?:s|ed|ing)?|rather\s+than|instead\s+of|without|"
+    r"lack(?:s|ed|ing)?|"
     r"(?:is|are|was|were|be|been|remains?|remained)\s+(?:rare|scarce)|absent|absence|(?:too|very|so)\s+(?:few|little)|far\s+from|a\s+long\s+way\s+from|"
     r"mov(?:e|es|ed|ing)\s+(?:past|beyond)|do(?:es|ing)?\s+more\s+than|beyond\s+(?:mere|simple|just))\b|n['’]t\b",
     re.IGNORECASE,
 )
-_CLAUSE_END = re.compile(r"[;:—–]|\s-\s")
+# A negation's clause ends at a stop or a turn: "not one graph but a family" negates the graph.
+_CLAUSE_END = re.compile(r"[;:—–]|\s-\s|\b(?:but|yet|although|though|whereas)\b")
 CONTRAST = re.compile(r"\b(?:rather than|instead of)\b")
 _OPPOSITES = [
     ("increase", "decrease"), ("improve", "worsen"), ("improve", "degrade"), ("improve", "hurt"),
@@ -67,7 +71,7 @@ _OPPOSITES = [
     ("simple", "complex"), ("clean", "messy"), ("success", "failure"), ("strong", "weak"),
     ("outperform", "underperform"), ("rise", "fall"), ("gain", "loss"), ("respect", "ignore"),
     ("include", "exclude"), ("accept", "reject"), ("robust", "fragile"), ("succeed", "fail"),
-    ("always", "never"), ("often", "rarely"), ("flexible", "rigid"), ("local", "global"),
+    ("often", "rarely"), ("flexible", "rigid"), ("local", "global"),
     ("big", "small"), ("large", "small"), ("active", "passive"),
     ("straightforward", "difficult"), ("straightforward", "hard"), ("trivial", "difficult"),
     ("trivial", "hard"), ("simple", "difficult"), ("cheap", "expensive"), ("cheap", "costly"),
@@ -100,7 +104,9 @@ _SYNONYMS = {
     for word in ("fully completely entirely always merely proves proven necessarily").split()
     if re.match(rf"(?:{group})", word)
 }
-_NEGATED_BEFORE = re.compile(r"(?:\bnot|n['’]t|\bnever)\s+(?:\w+\s+)?$", re.IGNORECASE)
+_NEGATED_BEFORE = re.compile(
+    r"(?:\bnot|n['’]t|\bnever|\binstead\s+of|\brather\s+than)\s+(?:\w+\s+)?$", re.IGNORECASE
+)
 
 
 def figures(text: str) -> frozenset[float]:
@@ -166,7 +172,9 @@ def absolutes(text: str) -> frozenset[str]:
     found = set()
     for m in _ABSOLUTE.finditer(text):
         if not _NEGATED_BEFORE.search(text[: m.start()]):
-            found.add(_SYNONYMS.get(m.group(0).lower(), m.group(0).lower()))
+            word = m.group(0).lower()
+            # "guaranteed" is backed by "guarantee", "proves" by "proof".
+            found.add(_SYNONYMS.get(word, re.sub(r"e?[sd]$", "", word) if len(word) > 5 else word))
     return frozenset(found)
 
 
@@ -179,7 +187,12 @@ _RESTRICTION = {
     "already": "already",
     "reliably": "reliabl|robust|consistent",
 }
-_RESTRICTS = re.compile(r"\b(?:" + "|".join(_RESTRICTION) + r")\b", re.IGNORECASE)
+# "only a handful of nodes" counts, it does not restrict.
+_RESTRICTS = re.compile(
+    r"\b(?:" + "|".join(_RESTRICTION) + r")\b"
+    r"(?!\s+a\s+(?:few|handful|couple|little|small|fraction))",
+    re.IGNORECASE,
+)
 
 
 def restrictions(text: str) -> frozenset[str]:
@@ -219,7 +232,8 @@ _NOT_PREFIXED = re.compile(
 
 
 _NEGATED_WORD = re.compile(
-    r"(?:\b(?:not|no|never|without)|n['’]t)\s+(?:(?:be|being|been|a|an|the|any|always)\s+)?"
+    r"(?:\b(?:not|no|never|without)|n['’]t)\s+"
+    r"(?:(?:be|being|been|get|gets|got|a|an|the|any|always)\s+)?"
     r"([a-z]+)"
 )
 
@@ -270,12 +284,14 @@ def mentions(lowered: str, name: str) -> bool:
     """Whether the lowercased passage names `name` (a plural "RNNs" matches "RNN" too)."""
     if _ACRONYM.fullmatch(name) and _spelled_out(lowered, name.rstrip("s")):
         return True
-    name = name.lower().replace("’", "'").removesuffix("'s")
+    name = _KIND_SUFFIX.sub("", name.lower().replace("’", "'").removesuffix("'s"))
     stems = {name, name[:-1]} if name.endswith("s") and len(name) > 3 else {name}
     return any(re.search(rf"(?<![a-z0-9]){re.escape(s)}", lowered) for s in stems)
 
 
 _ACRONYM = re.compile(r"[A-Z]{2,6}s?")
+# "CTF-style puzzles", "ChatGPT-like models", "GPT-4-level": the name is what comes before.
+_KIND_SUFFIX = re.compile(r"-(?:style|like|based|level|type|scale|sized)$")
 
 
 def _spelled_out(lowered: str, acronym: str) -> bool:
@@ -312,8 +328,13 @@ _UNIT = re.compile(r"\b(second|minute|hour|day|week|month|year|decade|centur)(?:
 
 
 def units(text: str) -> frozenset[str]:
-    """The units of time `text` measures in."""
-    return frozenset(m.group(1).lower() for m in _UNIT.finditer(text))
+    """The units of time `text` measures in; a plural without a figure ("for years", "in
+    recent decades") measures nothing."""
+    return frozenset(
+        m.group(1).lower()
+        for m in _UNIT.finditer(text)
+        if not m.group(0).lower().endswith("s") or figures(text[max(0, m.start() - 24) : m.start()])
+    )
 
 
 def reverses_cause(cause: tuple[frozenset[str], frozenset[str]], quote: str) -> bool:
