@@ -163,8 +163,18 @@ def unknown_names(question: str, known: str) -> list[str]:
         before = question[: match.start()].rstrip()
         if not before or before[-1] in ".!?:":
             continue
-        name = match.group(0).rstrip(".-").lower()
-        if name not in seen and (len(name) < 6 or not near_term(name, sorted(seen))):
+        written = match.group(0).rstrip(".-")
+        # "AI-written statements", "LLM-based agents": the name is the part before the hyphen,
+        # and "AI" alone is a common abbreviation.
+        head = re.sub(r"(?:-[a-z]+)+$", "", written)
+        if head != written and len(head) <= 2:
+            continue
+        name = head.lower()
+        if (
+            name not in seen
+            and name + "s" not in seen
+            and (len(name) < 6 or not near_term(name, sorted(seen)))
+        ):
             missing.append(match.group(0))
     return missing
 

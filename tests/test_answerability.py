@@ -7,7 +7,7 @@ import re
 import pytest
 
 from chatbot import Chatbot, Settings
-from chatbot.answerable import about_corpus
+from chatbot.answerable import about_corpus, unknown_names
 from chatbot.prompts import NO_ANSWER
 
 from .helpers import ask_turns
@@ -180,6 +180,14 @@ def test_a_question_naming_what_no_passage_mentions_is_not_answered(bot, questio
     # The summaries speak of models with "hundreds of billions of parameters", never of GPT-3.
     answer = bot.ask(question)
     assert answer.abstained and not answer.citations, f"{question!r} got {answer.text!r}"
+
+
+def test_a_name_used_as_a_kind_is_read_as_the_name():
+    # "AI-written statements", "LLM-based agents": the name is the part before the hyphen.
+    known = "Large Language Models (LLMs) write statements; Polis clusters opinions."
+    assert unknown_names("What is the work on AI-written statements after?", known) == []
+    assert unknown_names("How do LLM-based agents plan?", known) == []
+    assert unknown_names("How do Claude-like models reason?", known) == ["Claude"]
 
 
 def test_a_misspelt_question_is_answered_from_its_summary(bot):
