@@ -165,7 +165,7 @@ def unknown_names(question: str, known: str) -> list[str]:
             continue
         written = match.group(0).rstrip(".-")
         # "AI-written statements", "LLM-based agents": the name is the part before the hyphen,
-        # and "AI" alone is a common abbreviation.
+        # and "AI" alone is a common abbreviation. Passages saying "LLMs" mention "LLM".
         head = re.sub(r"(?:-[a-z]+)+$", "", written)
         if head != written and len(head) <= 2:
             continue
