@@ -218,10 +218,22 @@ _CONCEPT = re.compile(
     re.IGNORECASE,
 )
 _NOT_CONCEPT = frozenset("piece paper summary article work study name it this that".split())
+# Words naming the kind of answer wanted, not a concept: "What is the main obstacle to…", "What
+# does the usual explanation picture…" ask for a part of what a passage says.
+_ANSWER_KINDS = frozenset(
+    "obstacle hurdle barrier bottleneck problem challenge issue difficulty limitation drawback "
+    "downside catch weakness strength benefit advantage upside goal aim motivation reason cause "
+    "explanation result outcome finding takeaway lesson point claim argument message insight "
+    "contribution conclusion verdict tension trade-off tradeoff difference risk concern worry "
+    "criticism complaint solution fix remedy answer puzzle mystery twist surprise premise promise "
+    "picture story example".split()
+)
 # Words that qualify a concept without naming one: "the main idea" is about "idea".
 _QUALIFIERS = frozenset(
-    "main key central core overall general basic big new best first last other different "
-    "specific particular important major primary real actual".split()
+    "main key central core overall general basic big biggest new best first last other different "
+    "specific particular important major primary real actual usual standard common typical "
+    "traditional conventional classic classical prevailing popular current older original "
+    "obvious naive underlying".split()
 )
 
 
@@ -239,7 +251,11 @@ def absent_concept(question: str, known: str) -> str | None:
     words = [w for w in words if w not in _QUALIFIERS][:3]
     # "How do we normally explain…", "Why are they popular?": no concept is named there; "the
     # day-to-day work of establishing results" is about what follows "of".
-    if not words or words[0] in _NOT_CONCEPT or words[0] in STOPWORDS or "of" in words:
+    first = words[0] if words else ""
+    if not first or first in _NOT_CONCEPT or first in STOPWORDS or "of" in words:
+        return None
+    # "obstacles", "challenges": the kind of answer in the plural.
+    if first in _ANSWER_KINDS or first.removesuffix("s") in _ANSWER_KINDS:
         return None
     # The concept's words stop at an adverb or function word ("mathematicians actually
     # arrive"); one described by likeness ("flowchart-like predictors") or pointing back ("the
@@ -728,6 +744,24 @@ _ASKED_PHRASE = re.compile(
     re.IGNORECASE,
 )
 _MEASURE = re.compile(rf"\b(?:{_MEASURE_NOUNS})\b(?!\s+(?:of|for)\b)", re.IGNORECASE)
+
+
+# "Who are the authors of…", "…, and who wrote it?", "Which researchers proposed…": the
+# question opens on it (not "What do the people who proposed X claim?").
+_ASKS_AUTHORS = re.compile(
+    r"(?:^|[,;:?.]\s*|\b(?:and|but|so|also)\s+)\W*(?:"
+    r"who\s+(?:are|were|is|was)\s+(?:the\s+)?(?:authors?|researchers|writers?)\b"
+    r"|who\s+(?:wrote|authored|proposed|introduced|published)\b"
+    r"|(?:which|what)\s+(?:researchers|authors|people|team|group|lab)\s+"
+    r"(?:wrote|authored|proposed|introduced|published|are|were)\b"
+    r"|(?:give|list|name)\s+(?:me\s+)?(?:the\s+)?(?:names\s+of\s+the\s+)?authors\b)",
+    re.IGNORECASE,
+)
+
+
+def asks_authors(question: str) -> bool:
+    """Whether `question` asks who wrote a paper: only a passage listing its authors answers."""
+    return bool(_ASKS_AUTHORS.search(question))
 
 
 def absent_measure(question: str, known: str) -> str | None:

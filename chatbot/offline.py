@@ -26,6 +26,7 @@ from .answerable import (
     absent_concept,
     absent_measure,
     answer_checks,
+    asks_authors,
     correct_typos,
     example_check,
     kind_named,
@@ -226,6 +227,11 @@ def _passage_text(prompt: str, n: int) -> str:
     )
 
 
+def _authors(prompt: str) -> dict[int, str]:
+    """Each passage's authors as listed (empty when it lists none), by passage number."""
+    return {int(m.group(1)): html.unescape(m.group(3) or "") for m in _PASSAGE.finditer(prompt)}
+
+
 def _titles(prompt: str) -> dict[int, str]:
     """Each passage's title, by passage number."""
     return {int(m.group(1)): html.unescape(m.group(2)) for m in _PASSAGE.finditer(prompt)}
@@ -347,8 +353,7 @@ def answer_from_prompt(prompt: str, said: Sequence[str] = ()) -> str:
     ranked = sorted(sentences, key=lambda s: (-scorer.score(s), s.rank, s.index))
     if listing:
         return _list_answer(ranked, passages, scorer)
-    if absent_measure(asked, _passage_text(prompt, ranked[0].n)):
-        # "What storage capacity…": a paper never speaking of a capacity does not state one.
+    if _not_stated(asked, prompt, ranked[0].n):
         return NO_ANSWER
     # A question looking for a document asks for no figure or name ("Is there a paper on the
     # order in which models fill in tokens?").
@@ -371,6 +376,15 @@ def answer_from_prompt(prompt: str, said: Sequence[str] = ()) -> str:
     if not chosen:
         return NO_ANSWER
     return " ".join(cite(s.text, s.n) for s in chosen)
+
+
+def _not_stated(asked: str, prompt: str, n: int) -> bool:
+    """Whether passage `n`, the one answering best, cannot give the kind of thing asked for."""
+    # "What storage capacity…": a paper never speaking of a capacity does not state one.
+    if absent_measure(asked, _passage_text(prompt, n)):
+        return True
+    # "Who are the authors of…": a summary without its author list does not say.
+    return asks_authors(asked) and not _authors(prompt).get(n)
 
 
 def _supplying(

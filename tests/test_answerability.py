@@ -400,6 +400,38 @@ def test_the_concept_a_question_opens_on_is_read_and_checked_against_the_passage
         "How do the earlier ones fail?",
     ):
         assert absent_concept(question, known) is None, question
+    # Nor a word for the kind of answer wanted ("obstacle", "explanation"), with or without a
+    # word saying how common it is ("usual", "standard").
+    for question in (
+        "What is the main obstacle to putting robots in charge?",
+        "What are the challenges of growing trees?",
+        "What does the usual explanation picture trees doing?",
+        "What is the standard verdict on robots?",
+    ):
+        assert absent_concept(question, known) is None, question
+    assert absent_concept("What is the standard batch normalization?", known) is not None
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Who are the authors of the combinatorial auction paper?",
+        "Which paper is about decision trees, and who wrote it?",
+        "Which researchers proposed treating transformers as associative memory?",
+    ],
+)
+def test_a_question_asking_who_wrote_a_summary_without_authors_is_not_answered(bot, question):
+    # The summaries list no authors: quoting a sentence of the right one would not answer.
+    assert bot.ask(question).abstained
+
+
+def test_asking_who_wrote_a_paper_is_told_from_a_clause_about_its_authors():
+    from chatbot.answerable import asks_authors
+
+    assert asks_authors("Who wrote the paper on sparse trees?")
+    assert asks_authors("List the authors of the auction paper.")
+    assert not asks_authors("What do the people who proposed masked diffusion claim?")
+    assert not asks_authors("Who is the paper for?")
 
 
 def test_a_why_asked_after_a_lead_in_gets_the_sentence_giving_the_reason(bot):

@@ -147,9 +147,8 @@ KNOWN_MISSES = {
     "b19-m01": "lists the robot and mathematics summaries beside the agent-benchmark one",
     "b19-m03": "lists the collective-action summary, not the social-choice one",
     "b19-m04": "'examples from biology' comes close to no sentence on cells or birds",
-    "b19-f02": "abstains: 'tension' is read as a concept the passages never name",
     "b20-s01": "cites the small-model summary for 'a component built for translation'",
-    "b20-s02": "abstains: 'verdict' is read as a concept the passages never name",
+    "b20-s02": "cites the agent-benchmark summary for 'picture-reading chatbots'",
     "b20-s04": "cites the agent-benchmark summary for 'chatbots that produce text in order'",
     "b20-s05": "cites the screen-agent summary for a model carrying out a chore",
     "b20-s06": "abstains: 'flowchart-like yes/no classifiers' stays under the floor",
@@ -164,6 +163,12 @@ KNOWN_MISSES = {
     "b22-u02": "answers which energy function the paper derives: only 'energy' is in the passage",
     "b15-f01": "the first turn finds the assistants summary for 'ChatGPT-style assistants'",
     "t-f13": "'How were they viewed before?' picks the mathematics summary's 'often viewed'",
+    # dev_tune25 and dev_tune26.
+    "b23-s02": "cites the extrapolation summary for 'sorting points with straight dividing lines'",
+    "b24-s07": "cites the speech summary for the downside of writing strictly first to last",
+    "b24-m03": "lists the causal summary, not the collective-action one, for 'markets or pay'",
+    "b24-m04": "lists the decision-tree summary, not the ensembles one, for 'more models'",
+    "b24-m05": "lists the speech summary, not the screen-agent one, for 'operating software'",
     # "Which summaries…" with two expected: the list stops at the passages whose best sentence
     # scores near the best one's, and the second summary says it in other words.
     "t2-m02": "lists the speech summary only for 'an AI hallucinating'",
@@ -195,7 +200,7 @@ HARD_FILE = SHARED / "eval" / "dev_hard.jsonl"
 HARD = load_questions(HARD_FILE) if HARD_FILE.is_file() else []
 HARD += load_questions(Path(__file__).parent / "data" / "dev_extra.jsonl")
 # Written from the summaries by someone who had not seen the code, to tune on.
-for name in ["dev_tune", *(f"dev_tune{i}" for i in range(2, 25))]:
+for name in ["dev_tune", *(f"dev_tune{i}" for i in range(2, 27))]:
     HARD += load_questions(Path(__file__).parent / "data" / f"{name}.jsonl")
 
 
