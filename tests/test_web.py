@@ -119,6 +119,17 @@ def open_app(page, url: str) -> None:
     )
 
 
+# Scroll to the top, then wait until the page has stayed there for 20 animation frames.
+SCROLL_TO_TOP_WHEN_STILL = """() => new Promise(done => {
+    let still = 0;
+    const tick = () => {
+        if (window.scrollY !== 0) { window.scrollTo(0, 0); still = 0; } else { still += 1; }
+        if (still >= 20) done(); else requestAnimationFrame(tick);
+    };
+    requestAnimationFrame(tick);
+})"""
+
+
 def ask(page, question: str) -> None:
     """Type `question`, press Enter and wait until its answer and sources are shown."""
     answers = page.locator("#chat [data-testid='bot']")
@@ -363,7 +374,8 @@ def test_a_citation_in_an_older_answer_opens_that_answers_source_without_moving_
     open_app(page, server)
     ask(page, QUESTION)
     ask(page, second_question)
-    page.evaluate("window.scrollTo(0, 0)")
+    # The page may still be scrolling to the new answer: start from the top once it stands still.
+    page.evaluate(SCROLL_TO_TOP_WHEN_STILL)
     before = page.evaluate("window.scrollY")
 
     answers = page.locator("#chat [data-testid='bot']")
