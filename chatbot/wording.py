@@ -348,6 +348,40 @@ def reverses_cause(cause: tuple[frozenset[str], frozenset[str]], quote: str) -> 
     return len(cause[0] & said[1]) > len(cause[0] & said[0])
 
 
+# A comparison a claim makes: "more accurate than", "faster than", "outperforms", "just as well
+# as". Not "more than" alone ("does more than attend", "nothing more than"), nor "rather than".
+_COMPARES = re.compile(
+    r"\b(?:(?:more|less|fewer)\s+(?!than\b)[a-z-]+\s+than|(?!rather\b|other\b)([a-z]+er)\s+than"
+    r"|outperform\w*|surpass\w*|(?:just\s+)?as\s+well\s+as|superior\s+to|inferior\s+to"
+    r"|on\s+par\s+with)\b",
+    re.IGNORECASE,
+)
+# Words by which a passage compares things; any of them leaves a claim's comparison to the
+# other checks.
+_COMPARING = re.compile(
+    r"\b(?:than|outperform\w*|surpass\w*|as\s+well\s+as|superior|inferior|on\s+par|rival\w*"
+    r"|match\w*|beat\w*|exceed\w*|compet\w*|compar\w*)\b",
+    re.IGNORECASE,
+)
+
+
+def comparisons(text: str) -> frozenset[str]:
+    """The comparisons `text` makes, as written ("more accurate than", "outperform")."""
+    return frozenset(m.group(0).lower() for m in _COMPARES.finditer(text))
+
+
+def compares(wanted: frozenset[str], lowered: str) -> bool:
+    """Whether a passage (`lowered`) compares things at all, or uses the claim's own "-er"
+    word ("thousands of times longer" for "longer than its training sequences")."""
+    if not wanted or _COMPARING.search(lowered):
+        return True
+    return any(
+        re.search(rf"\b{re.escape(w.split()[0])}\b", lowered)
+        for w in wanted
+        if w.split()[0].endswith("er") and w.split()[0] not in ("more", "less", "fewer")
+    )
+
+
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)]|#+)\s+")
 # Markdown emphasis a model may use ("**Answer:** …", "`BERT`"): not part of what it claims.
 _EMPHASIS = re.compile(r"\*\*|__|(?<!\w)[*_`]|[*_`](?!\w)")
@@ -374,6 +408,7 @@ class Claim:
     cause: tuple[frozenset[str], frozenset[str]] | None  # the terms of a cause, of its effect
     units: frozenset[str]  # units of time it measures in
     restrictions: frozenset[str]  # "only", "already": patterns the quote must match
+    comparisons: frozenset[str] = frozenset()  # "more accurate than", "outperform"
 
 
 def strip_markers(text: str, *, emphasis: bool = True) -> str:
@@ -400,4 +435,5 @@ def parse_claim(claim: str) -> Claim:
         causation(text),
         units(text),
         restrictions(text),
+        comparisons(text),
     )

@@ -205,6 +205,21 @@ RULES = [
         "For a long time the prevailing wisdom in AI was that smaller is better.",
     ),
     (
+        "a comparison in a passage that compares nothing is invented",
+        TREES,
+        "Decision trees are the poster child for interpretability, since they mimic human "
+        "reasoning.",
+        "Decision trees outperform other models and are the poster child for interpretability.",
+    ),
+    (
+        "a comparison a passage makes with the same word is not invented ('longer')",
+        EXTRAPOLATION,
+        "A network solving the task on sequences thousands of times longer than its training "
+        "ones has found an underlying algorithm.",
+        "A network solving the task on sequences thousands of times shorter than its training "
+        "ones has found an underlying algorithm.",
+    ),
+    (
         "a magnitude word ('hundreds') is a figure of its own",
         ROBOT,
         "A generalist robot would have to work out thousands of tiny muscle movements to tidy "
