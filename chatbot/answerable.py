@@ -207,10 +207,11 @@ _CONCEPT = re.compile(
     r"^\W*(?:how\s+(?:does|do|can)|what\s+(?:is|are|does|do)"
     r"|(?:what|which)\s+(?:[a-z-]+\s+){1,2}?(?:does|do)|why\s+(?:does|do|is|are)"
     # "Explain how PCA chooses…", "Can you describe what dropout does?"
-    r"|(?:can\s+you\s+)?(?:explain|describe)\s+(?:how|what|why)"
+    r"|(?:(?:can|could)\s+(?:you|someone|somebody|anyone|anybody)\s+)?(?:explain|describe)\s+"
+    r"(?:how|what|why)"
     # "Can you describe the reparameterization trick…"; not "Explain the first tension the
     # piece…", which asks about a passage in everyday words.
-    r"|can\s+you\s+(?:explain|describe))\s+"
+    r"|(?:can|could)\s+(?:you|someone|somebody|anyone|anybody)\s+(?:explain|describe))\s+"
     r"(?:(?:people|we|practitioners|researchers|you)\s+(?:use|apply|add)\s+)?"
     # "What is the purpose of a learning-rate warmup…": the concept follows "of".
     r"(?:(?:the|a|an)\s+(?:purpose|point|role|goal|idea|intuition|use)\s+(?:of|behind)\s+)?"
@@ -237,6 +238,15 @@ _QUALIFIERS = frozenset(
 )
 
 
+# "Why do transformer training recipes use a learning-rate warmup…": what the subject uses is
+# a concept of its own.
+_USES = re.compile(
+    r"^(?:[\w-]+\s+){1,4}?(?:use|uses|apply|applies|add|adds|need|needs)\s+(?:(?:a|an|the)\s+)?"
+    r"([a-z][\w-]*(?:\s+[a-z][\w-]*)*)",
+    re.IGNORECASE,
+)
+
+
 def absent_concept(question: str, known: str) -> str | None:
     """The concept a question opens on ("batch normalization", "learning-rate warmup") when one
     of its words is nowhere in `known` (the passages' text), not even misspelt; else None.
@@ -247,24 +257,41 @@ def absent_concept(question: str, known: str) -> str | None:
     match = _CONCEPT.match(question)
     if not match:
         return None
-    words = [w.removesuffix("'s").removesuffix("’s") for w in match.group(1).lower().split()]
+    opening = match.group(1)
+    uses = _USES.match(opening)
+    for phrase in (opening, uses.group(1) if uses else None):
+        concept = _concept(phrase) if phrase else None
+        if concept and _lacks(concept, known):
+            return " ".join(concept)
+    return None
+
+
+def _concept(phrase: str) -> list[str]:
+    """The words naming the concept a phrase opens on; empty when it names none."""
+    words = [w.removesuffix("'s").removesuffix("’s") for w in phrase.lower().split()]
     words = [w for w in words if w not in _QUALIFIERS][:3]
     # "How do we normally explain…", "Why are they popular?": no concept is named there; "the
     # day-to-day work of establishing results" is about what follows "of".
     first = words[0] if words else ""
     if not first or first in _NOT_CONCEPT or first in STOPWORDS or "of" in words:
-        return None
+        return []
     # "obstacles", "challenges": the kind of answer in the plural.
     if first in _ANSWER_KINDS or first.removesuffix("s") in _ANSWER_KINDS:
-        return None
+        return []
     # The concept's words stop at an adverb or function word ("mathematicians actually
     # arrive"); one described by likeness ("flowchart-like predictors") or pointing back ("the
     # earlier ones") names no concept.
     concept = list(
         itertools.takewhile(lambda w: w not in STOPWORDS and not w.endswith("ly"), words)
     )[:2]
-    if not concept or any(w.endswith("-like") or w in ("one", "ones") for w in concept):
-        return None
+    if any(w.endswith("-like") or w in ("one", "ones") for w in concept):
+        return []
+    return concept
+
+
+def _lacks(concept: list[str], known: str) -> bool:
+    """Whether some word of `concept` is nowhere in `known`, not even misspelt or said in
+    other words."""
     seen_terms = set(terms(known))
     seen = sorted(seen_terms)
     english = known_words()
@@ -279,13 +306,9 @@ def absent_concept(question: str, known: str) -> str | None:
         return all(near_term(t, seen) for t in terms(word))
 
     absent = [w for w in concept if not named(w)]
-    if not absent:
-        return None
     # A word the passages say in other words ("robots" for "machines", "carrier" for
     # "provider") is not a concept they lack.
-    if all(said_otherwise(w, known) for w in absent):
-        return None
-    return " ".join(concept)
+    return bool(absent) and not all(said_otherwise(w, known) for w in absent)
 
 
 def said_otherwise(word: str, known: str) -> bool:
@@ -673,6 +696,8 @@ _ADDRESSING = (
     r"\bfrom\s+now\s+on\b",
     r"\byou\s+are\s+(?:now|no\s+longer)\b",
     r"\b(?:assistant|user|system|admin|administrator|developer)\s*:",
+    # "[admin]", "[SYSTEM]": a role tag standing alone.
+    r"^\W*(?:admin(?:istrator)?|system|developer|operator|moderator|root|sudo)\W*$",
     r"\bnew\s+(?:\w+\s+)?(?:instructions?|rules?|policy)\b",
     r"\b(?:reply|respond|answer)\s+(?:only|exactly|solely)\b",
     r"\bstop\s+(?:citing|answering|using)\b",
@@ -684,7 +709,9 @@ _ADDRESSING = (
     r"\binstructions?\s+you\s+(?:were|have\s+been)\s+given\b",
     r"\b(?:replying|responding)\s+(?:only|exactly)\b",
     r"\b(?:reply|respond)(?:ing)?\s+with\b",
-    r"\bby\s+(?:writing|printing|replying|saying|typing)\b",
+    # "Answer by saying…", not "the summaries open by saying…".
+    r"\b(?:answer|reply|respond|start|begin|end|finish|sign\s+off|confirm)\w*\s+"
+    r"(?:\w+\s+)?by\s+(?:writing|printing|replying|saying|typing)\b",
     r"\b(?:append|prepend|add|insert)\s+the\s+(?:line|word|phrase|token|sentence|text|string|marker)\b",
     r"\bwithout\s+(?:citing|citations|sources)\b",
     r"\bfrom\s+memory\b",
@@ -708,7 +735,9 @@ _COMMANDS = re.compile(
 
 # "Question: what does…", "After that, tell me…", "Otherwise, what…": the request itself.
 _LEAD = re.compile(
-    r"^\W*(?:(?:question|q)\s*:|after\s+that|then|otherwise|also|and|but)\W+", re.IGNORECASE
+    r"^\W*(?:(?:question|q)\s*:|after\s+that|then|otherwise|also|and|but|anyway|anyhow|now|"
+    r"ok(?:ay)?|so)\W+",
+    re.IGNORECASE,
 )
 
 
@@ -754,7 +783,9 @@ _ASKS_AUTHORS = re.compile(
     r"|who\s+(?:wrote|authored|proposed|introduced|published)\b"
     r"|(?:which|what)\s+(?:researchers|authors|people|team|group|lab)\s+"
     r"(?:wrote|authored|proposed|introduced|published|are|were)\b"
-    r"|(?:give|list|name)\s+(?:me\s+)?(?:the\s+)?(?:names\s+of\s+the\s+)?authors\b)",
+    r"|(?:give|list|name)\s+(?:me\s+)?(?:the\s+)?(?:names\s+of\s+the\s+)?authors\b)"
+    # "Which universities are the authors … affiliated with?": where the authors work.
+    r"|\bauthors?\b.*\baffiliat|\baffiliat\w*\b.*\bauthors?\b",
     re.IGNORECASE,
 )
 

@@ -169,6 +169,15 @@ KNOWN_MISSES = {
     "b24-m03": "lists the causal summary, not the collective-action one, for 'markets or pay'",
     "b24-m04": "lists the decision-tree summary, not the ensembles one, for 'more models'",
     "b24-m05": "lists the speech summary, not the screen-agent one, for 'operating software'",
+    # dev_tune27 and dev_tune28.
+    "b25-m01": "lists the attention and small-model summaries, not the screen-agent one",
+    "b25-m04": "lists the multimodal-knowledge summary only for 'hallucinating'",
+    "b25-m05": "lists the mathematics-discovery summary only for 'AI and math'",
+    "b26-m01": "lists the attention and speech summaries, not the robot one, for the boom line",
+    "b26-m02": "lists the sparse-tree summary only, not the ensembles one, for decision trees",
+    "b26-m04": "lists the extrapolation summary only for generalization as a puzzle",
+    "b26-s02": "abstains: 'label corruption' and 'many-category cases' stay under the floor",
+    "b26-s07": "cites the social-choice summary for 'readable if-then classifiers'",
     # "Which summaries…" with two expected: the list stops at the passages whose best sentence
     # scores near the best one's, and the second summary says it in other words.
     "t2-m02": "lists the speech summary only for 'an AI hallucinating'",
@@ -200,7 +209,7 @@ HARD_FILE = SHARED / "eval" / "dev_hard.jsonl"
 HARD = load_questions(HARD_FILE) if HARD_FILE.is_file() else []
 HARD += load_questions(Path(__file__).parent / "data" / "dev_extra.jsonl")
 # Written from the summaries by someone who had not seen the code, to tune on.
-for name in ["dev_tune", *(f"dev_tune{i}" for i in range(2, 27))]:
+for name in ["dev_tune", *(f"dev_tune{i}" for i in range(2, 29))]:
     HARD += load_questions(Path(__file__).parent / "data" / f"{name}.jsonl")
 
 
