@@ -6,8 +6,10 @@ name (capitalised words, acronyms, system names; "AI" is also "Artificial Intell
 passage never gives; a polarity the sentence does not share (a negation on one side and none on
 the other: "were rare" agrees with "weren't prevalent"); an opposite ("increase" where the
 sentence says "decrease"); an absolute qualifier ("fully", "always") the passage never uses or a
-restriction ("only", "already") the sentence does not state; or the sentence's cause given as the
-effect. Without it, support is the share of the claim's content words the sentences cover (a word
+restriction ("only", "already") the sentence does not state; the sentence's cause given as the
+effect; a comparison ("outperforms", "more robust than") in a passage that compares nothing; or
+one word swapped in a sentence the claim otherwise repeats word for word ("a specialist robot
+that" for "a generalist robot that"). Without it, support is the share of the claim's content words the sentences cover (a word
 they do not use counts in part when one of theirs means about the same: "untidy" for "messy"),
 blended with the cosine of their embeddings (the installed MiniLM model). Passages are split once
 and cached by their text; sentence and word vectors are cached with the ones the offline model's
@@ -80,6 +82,13 @@ OPPOSITE = 0.5
 ABSOLUTE = 0.6
 INVENTED_CAUSE = 0.5
 INVENTED_COMPARISON = 0.5
+# A claim that repeats a sentence word for word (VERBATIM_SHARE of its words or more) but for
+# one word, standing between the same two words as a word of the sentence and far from it in
+# meaning (MiniLM cosine under NEAR_WORD_HIGH): "a specialist robot that" for "a generalist
+# robot that", "maximize the reward of" for "maximize the likelihood of". A paraphrase
+# changes many words; a near-verbatim claim that changes one changes what it names.
+SWAPPED_WORD = 0.6
+VERBATIM_SHARE = 0.75
 CACHED_PASSAGES = 512
 # An answer sentence with fewer content words than this ("In short:", "Here is what they say.")
 # states nothing to check.
@@ -115,6 +124,7 @@ class _Candidate:
     penalty: float  # factors for the evidence against the claim in these sentences
     missing: tuple[str, ...] = ()  # the claim's words they do not use, as written
     share: float = 0.0  # what one of those words adds to `coverage` if a synonym stands in
+    swap: tuple[str, str] | None = None  # (claim word, sentence word) for one swapped word
 
 
 @dataclass(frozen=True)
@@ -161,7 +171,7 @@ class SupportChecker:
                 results.append(Support(True, 1.0, quote))
                 continue
             parsed = parse_claim(claim)
-            found = [lexical(parsed, self._passage(t)) for t in texts if t.strip()]
+            found = [self._swapped(lexical(parsed, self._passage(t))) for t in texts if t.strip()]
             if not found or not parsed.terms:
                 results.append(Support(False, 0.0, ""))
                 continue
@@ -213,6 +223,23 @@ class SupportChecker:
 
                 plain = _best(found, similar)
             results[i] = _support(*plain)
+
+    def _swapped(self, lx: _Lexical) -> _Lexical:
+        """`lx` with SWAPPED_WORD against each candidate whose one swapped word means
+        something else than the word it stands for."""
+        swaps = sorted({w for c in lx.candidates if c.swap for w in c.swap})
+        if not swaps:
+            return lx
+        vectors = dict(zip(swaps, self._similarity.vectors(swaps), strict=True))
+
+        def far(swap: tuple[str, str]) -> bool:
+            return float(vectors[swap[0]] @ vectors[swap[1]]) < NEAR_WORD_HIGH
+
+        candidates = tuple(
+            replace(c, penalty=c.penalty * SWAPPED_WORD) if c.swap and far(c.swap) else c
+            for c in lx.candidates
+        )
+        return replace(lx, candidates=candidates)
 
     def _near_words(self, lx: _Lexical) -> dict[str, np.ndarray]:
         """For each claim word some candidate lacks, per passage sentence, how far its closest
@@ -452,8 +479,9 @@ def lexical(claim: Claim, passage: _Passage) -> _Lexical:
                 continue
         missing = tuple(sorted(written[t] for t in wanted - have if t in written))
         share = 1 / len(wanted) if wanted else 0.0
+        swap = _swap(claim, passage, _closest(claim, passage, group))
         candidates.append(
-            _Candidate(group, coverage, _quote_penalty(claim, passage, group), missing, share)
+            _Candidate(group, coverage, _quote_penalty(claim, passage, group), missing, share, swap)
         )
     if candidates:
         # The sentences closest to the claim in wording are where the passage speaks to it: a
@@ -472,6 +500,36 @@ def lexical(claim: Claim, passage: _Passage) -> _Lexical:
             for c in candidates
         ]
     return _Lexical(passage, tuple(candidates), _passage_penalty(claim, passage))
+
+
+_TOKEN = re.compile(r"[A-Za-z0-9][\w'’-]*")
+
+
+def _swap(claim: Claim, passage: _Passage, sentence: str) -> tuple[str, str] | None:
+    """The one claim word standing where `sentence`, which the claim otherwise repeats word for
+    word, has another; None when the claim changes more, or less, than that one word."""
+    # Words only, between markers of the start and the end: "underlying symmetry" at the end.
+    said = ["", *(t.lower() for t in _TOKEN.findall(claim.text)), ""]
+    quoted = ["", *(t.lower() for t in _TOKEN.findall(sentence)), ""]
+    words = said[1:-1]
+    if not words or sum(t in set(quoted) for t in words) < VERBATIM_SHARE * len(words):
+        return None
+    known = frozenset().union(*passage.terms)
+    found = set()
+    for i in range(1, len(said) - 1):
+        if len(terms(said[i])) != 1 or terms(said[i])[0] in known:
+            continue
+        for k in range(1, len(quoted) - 1):
+            other = quoted[k]
+            around = (said[i - 1], said[i + 1])
+            if (quoted[k - 1], quoted[k + 1]) == around and other not in said and terms(other):
+                found.add((said[i], other, any(terms(w) for w in around)))
+    if len(found) != 1:
+        return None
+    word, other, held = found.pop()
+    # Between two function words ("is ubiquitous ." for "is everywhere .") a word is said
+    # another way as often as swapped: one neighbour must be a content word.
+    return (word, other) if held else None
 
 
 def _passage_penalty(claim: Claim, passage: _Passage) -> float:

@@ -220,6 +220,22 @@ RULES = [
         "ones has found an underlying algorithm.",
     ),
     (
+        "one word swapped in a sentence repeated word for word changes what it names",
+        ROBOT,
+        "The dream is a generalist robot that can understand a command like 'clean up the "
+        "kitchen'.",
+        "The dream is a specialist robot that can understand a command like 'clean up the "
+        "kitchen'.",
+    ),
+    (
+        "a word swapped for one meaning the same ('extremely' for 'incredibly') is no swap",
+        TREES,
+        "However, building the perfect decision tree, one that is both highly accurate and "
+        "sparse (few nodes), is extremely difficult.",
+        "However, building the perfect decision rule, one that is both highly accurate and "
+        "sparse (few nodes), is incredibly difficult.",
+    ),
+    (
         "a magnitude word ('hundreds') is a figure of its own",
         ROBOT,
         "A generalist robot would have to work out thousands of tiny muscle movements to tidy "
