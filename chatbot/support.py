@@ -9,11 +9,11 @@ sentence says "decrease"); an absolute qualifier ("fully", "always") the passage
 restriction ("only", "already") the sentence does not state; the sentence's cause given as the
 effect; a comparison ("outperforms", "more robust than") in a passage that compares nothing; or
 one word swapped in a sentence the claim otherwise repeats word for word ("a specialist robot
-that" for "a generalist robot that"). Without it, support is the share of the claim's content words the sentences cover (a word
-they do not use counts in part when one of theirs means about the same: "untidy" for "messy"),
-blended with the cosine of their embeddings (the installed MiniLM model). Passages are split once
-and cached by their text; sentence and word vectors are cached with the ones the offline model's
-answerability check uses.
+that" for "a generalist robot that"). Without it, support is the share of the claim's content
+words the sentences cover (a word they do not use counts in part when one of theirs means about
+the same: "untidy" for "messy"), blended with the cosine of their embeddings (the installed MiniLM
+model). Passages are split once and cached by their text; sentence and word vectors are cached
+with the ones the offline model's answerability check uses.
 
 Embedding is the expensive part, so it is skipped when wording alone decides: when even a perfect
 cosine and a synonym for every missing word could not lift the score to the threshold (a missing
