@@ -48,14 +48,15 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-.][A-Za-z0-9]+)*")
 _OPENS = re.compile(r"(?:^|[.!?:;]\s+|[\"“‘'(]\s*)$")
 # Negations, and words of negative polarity that say the same in other words ("rare" for "not
 # prevalent", "lacks" for "has no", "ignores" for "without considering", "a long way from" for
-# "not"): a claim and a sentence that each hold one agree in polarity, whichever words they use.
+# "not", "gained little traction" for "gained no traction"): a claim and a sentence that each
+# hold one agree in polarity, whichever words they use.
 # "Knowingly or not" and "nothing more than" deny nothing.
 _NEGATION = re.compile(
     r"\b(?:(?<!\bor\s)not|no|never|cannot|neither|nor|none|unable|incapable|impossible|rarely|"
     r"nothing(?!\s+(?:more|less|other)\s+than)|seldom|hardly|barely|fail(?:s|ed|ing)?|"
     r"ignor(?:e|es|ed|ing)|disregard(?:s|ed|ing)?|rather\s+than|instead\s+of|without|"
     r"lack(?:s|ed|ing)?|"
-    r"(?:is|are|was|were|be|been|remains?|remained)\s+(?:rare|scarce)|absent|absence|(?:too|very|so)\s+(?:few|little)|far\s+from|a\s+long\s+way\s+from|"
+    r"(?:is|are|was|were|be|been|remains?|remained)\s+(?:rare|scarce)|absent|absence|(?:too|very|so)\s+(?:few|little)|(?<!\ba\s)little(?!\s+(?:by|more|less|bit)\b)|far\s+from|a\s+long\s+way\s+from|"
     r"mov(?:e|es|ed|ing)\s+(?:past|beyond)|do(?:es|ing)?\s+more\s+than|beyond\s+(?:mere|simple|just))\b|n['’]t\b",
     re.IGNORECASE,
 )

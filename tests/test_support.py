@@ -236,6 +236,12 @@ RULES = [
         "sparse (few nodes), is incredibly difficult.",
     ),
     (
+        "'little' before what it qualifies is a negation ('gained little traction')",
+        TRANSFORMERS,
+        "A compelling theory gaining traction links Transformers to associative memory.",
+        "A theory that has gained little traction links Transformers to associative memory.",
+    ),
+    (
         "a magnitude word ('hundreds') is a figure of its own",
         ROBOT,
         "A generalist robot would have to work out thousands of tiny muscle movements to tidy "
