@@ -83,7 +83,8 @@ _OPPOSITES = [
     ("proactive", "passive"), ("proactive", "reactive"), ("stable", "unstable"),
     ("finite", "infinite"), ("explicit", "implicit"), ("fast", "slow"), ("quick", "slow"),
     ("efficient", "slow"), ("minimize", "maximize"), ("minimum", "maximum"), ("low", "high"),
-    ("respect", "disregard"), ("fixed", "open"),
+    ("respect", "disregard"), ("fixed", "open"), ("tractable", "intractable"),
+    ("solvable", "intractable"), ("efficient", "intractable"), ("solvable", "unsolvable"),
 ]  # fmt: skip
 _POLAR = frozenset(w[:5] for pair in _OPPOSITES for w in pair)
 _ABSOLUTE = re.compile(

@@ -186,6 +186,7 @@ SMALL_LM = "14-small-lm-math-reasoning.md"  # "the prevailing wisdom in Artifici
 SPEECH = "17-long-form-speech.md"  # "keep going for twenty minutes", "ramble incoherently"
 TREES = "11-sparse-decision-trees.md"  # "both highly accurate and sparse … incredibly difficult"
 EXTRAPOLATION = "20-neural-extrapolation.md"  # "handle inputs far beyond … hasn’t just fitted"
+MULTICLASS = "03-multiclass-linear-classification-noise.md"  # "this is solvable efficiently"
 
 # Each rule of the check, with a faithful paraphrase it must let through and a change it must
 # flag, on real summaries.
@@ -240,6 +241,12 @@ RULES = [
         TRANSFORMERS,
         "A compelling theory gaining traction links Transformers to associative memory.",
         "A theory that has gained little traction links Transformers to associative memory.",
+    ),
+    (
+        "'intractable' is the opposite of 'solvable'",
+        MULTICLASS,
+        "With clean, perfectly accurate labels, the problem can be solved efficiently.",
+        "With clean, perfectly accurate labels, the problem is computationally intractable.",
     ),
     (
         "a magnitude word ('hundreds') is a figure of its own",
