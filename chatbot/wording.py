@@ -60,8 +60,11 @@ _NEGATION = re.compile(
     r"mov(?:e|es|ed|ing)\s+(?:past|beyond)|do(?:es|ing)?\s+more\s+than|beyond\s+(?:mere|simple|just))\b|n['’]t\b",
     re.IGNORECASE,
 )
-# A negation's clause ends at a stop or a turn: "not one graph but a family" negates the graph.
-_CLAUSE_END = re.compile(r"[;:—–]|\s-\s|\b(?:but|yet|although|though|whereas)\b")
+# A negation's clause ends at a stop, a turn or a new clause: "not one graph but a family"
+# negates the graph, "rather than one, and enumerating every valid one is hard" only the one.
+_CLAUSE_END = re.compile(
+    r"[;:—–]|\s-\s|\b(?:but|yet|although|though|whereas)\b|,\s*(?:and|so|while|which)\b"
+)
 CONTRAST = re.compile(r"\b(?:rather than|instead of)\b")
 _OPPOSITES = [
     ("increase", "decrease"), ("improve", "worsen"), ("improve", "degrade"), ("improve", "hurt"),

@@ -187,6 +187,7 @@ SPEECH = "17-long-form-speech.md"  # "keep going for twenty minutes", "ramble in
 TREES = "11-sparse-decision-trees.md"  # "both highly accurate and sparse … incredibly difficult"
 EXTRAPOLATION = "20-neural-extrapolation.md"  # "handle inputs far beyond … hasn’t just fitted"
 MULTICLASS = "03-multiclass-linear-classification-noise.md"  # "this is solvable efficiently"
+CAUSAL = "13-causal-graph-listing.md"  # "Instead, we get a “class” of possible maps."
 
 # Each rule of the check, with a faithful paraphrase it must let through and a change it must
 # flag, on real summaries.
@@ -247,6 +248,14 @@ RULES = [
         MULTICLASS,
         "With clean, perfectly accurate labels, the problem can be solved efficiently.",
         "With clean, perfectly accurate labels, the problem is computationally intractable.",
+    ),
+    (
+        "a negation's scope ends at ', and' ('rather than one, and … every valid one')",
+        CAUSAL,
+        "With hidden factors present, we get a whole class of possible maps rather than one, and "
+        "navigating it to find every valid explanation is a massive computational headache.",
+        "With hidden factors present, we get a whole class of possible maps rather than one, and "
+        "navigating it to find every valid explanation is not a computational headache.",
     ),
     (
         "a magnitude word ('hundreds') is a figure of its own",
