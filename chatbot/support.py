@@ -85,8 +85,8 @@ INVENTED_COMPARISON = 0.5
 # A claim that repeats a sentence word for word (VERBATIM_SHARE of its words or more) but for
 # one word, standing between the same two words as a word of the sentence and far from it in
 # meaning (MiniLM cosine under NEAR_WORD_HIGH): "a specialist robot that" for "a generalist
-# robot that", "maximize the reward of" for "maximize the likelihood of". A paraphrase
-# changes many words; a near-verbatim claim that changes one changes what it names.
+# robot that", "interact with hardware environments" for "… software environments". A
+# paraphrase changes many words; a near-verbatim claim that changes one changes what it names.
 SWAPPED_WORD = 0.6
 VERBATIM_SHARE = 0.75
 CACHED_PASSAGES = 512
@@ -515,20 +515,21 @@ def _swap(claim: Claim, passage: _Passage, sentence: str) -> tuple[str, str] | N
     if not words or sum(t in set(quoted) for t in words) < VERBATIM_SHARE * len(words):
         return None
     known = frozenset().union(*passage.terms)
+    content = {t: terms(t) for t in {*said, *quoted}}
     found = set()
     for i in range(1, len(said) - 1):
-        if len(terms(said[i])) != 1 or terms(said[i])[0] in known:
+        word, around = said[i], (said[i - 1], said[i + 1])
+        if len(content[word]) != 1 or content[word][0] in known:
             continue
         for k in range(1, len(quoted) - 1):
             other = quoted[k]
-            around = (said[i - 1], said[i + 1])
-            if (quoted[k - 1], quoted[k + 1]) == around and other not in said and terms(other):
-                found.add((said[i], other, any(terms(w) for w in around)))
+            if (quoted[k - 1], quoted[k + 1]) == around and other not in said and content[other]:
+                found.add((word, other, any(content[w] for w in around)))
     if len(found) != 1:
         return None
     word, other, held = found.pop()
-    # Between two function words ("is ubiquitous ." for "is everywhere .") a word is said
-    # another way as often as swapped: one neighbour must be a content word.
+    # Between two function words ("is ubiquitous" ending a sentence for "is everywhere") a word
+    # is said another way as often as swapped: one neighbour must be a content word.
     return (word, other) if held else None
 
 
