@@ -259,11 +259,11 @@ def absent_concept(question: str, known: str) -> str | None:
         return None
     opening = match.group(1)
     uses = _USES.match(opening)
-    for phrase in (opening, uses.group(1) if uses else None):
-        concept = _concept(phrase) if phrase else None
-        if concept and _lacks(concept, known):
-            return " ".join(concept)
-    return None
+    concepts = [c for c in (_concept(opening), _concept(uses.group(1)) if uses else []) if c]
+    if not concepts:
+        return None
+    seen = set(terms(known))
+    return next((" ".join(c) for c in concepts if _lacks(c, known, seen)), None)
 
 
 def _concept(phrase: str) -> list[str]:
@@ -289,10 +289,9 @@ def _concept(phrase: str) -> list[str]:
     return concept
 
 
-def _lacks(concept: list[str], known: str) -> bool:
-    """Whether some word of `concept` is nowhere in `known`, not even misspelt or said in
-    other words."""
-    seen_terms = set(terms(known))
+def _lacks(concept: list[str], known: str, seen_terms: set[str]) -> bool:
+    """Whether some word of `concept` is nowhere in `known` (whose terms are `seen_terms`), not
+    even misspelt or said in other words."""
     seen = sorted(seen_terms)
     english = known_words()
 

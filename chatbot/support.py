@@ -469,6 +469,8 @@ def lexical(claim: Claim, passage: _Passage) -> _Lexical:
     wanted = claim.terms
     written = content_words(claim.text)
     n = len(passage.spans)
+    known = frozenset().union(*passage.terms)
+    swaps: dict[str, tuple[str, str] | None] = {}  # by closest sentence: groups share them
     candidates = []
     for group in [(i,) for i in range(n)] + [(i, i + 1) for i in range(n - 1)]:
         have = frozenset().union(*(passage.terms[j] for j in group))
@@ -479,7 +481,10 @@ def lexical(claim: Claim, passage: _Passage) -> _Lexical:
                 continue
         missing = tuple(sorted(written[t] for t in wanted - have if t in written))
         share = 1 / len(wanted) if wanted else 0.0
-        swap = _swap(claim, passage, _closest(claim, passage, group))
+        closest = _closest(claim, passage, group)
+        if closest not in swaps:
+            swaps[closest] = _swap(claim, known, closest)
+        swap = swaps[closest]
         candidates.append(
             _Candidate(group, coverage, _quote_penalty(claim, passage, group), missing, share, swap)
         )
@@ -505,16 +510,16 @@ def lexical(claim: Claim, passage: _Passage) -> _Lexical:
 _TOKEN = re.compile(r"[A-Za-z0-9][\w'’-]*")
 
 
-def _swap(claim: Claim, passage: _Passage, sentence: str) -> tuple[str, str] | None:
+def _swap(claim: Claim, known: frozenset[str], sentence: str) -> tuple[str, str] | None:
     """The one claim word standing where `sentence`, which the claim otherwise repeats word for
-    word, has another; None when the claim changes more, or less, than that one word."""
+    word, has another (a word whose term is not in `known`, the passage's terms); None when the
+    claim changes more, or less, than that one word."""
     # Words only, between markers of the start and the end: "underlying symmetry" at the end.
     said = ["", *(t.lower() for t in _TOKEN.findall(claim.text)), ""]
     quoted = ["", *(t.lower() for t in _TOKEN.findall(sentence)), ""]
     words = said[1:-1]
     if not words or sum(t in set(quoted) for t in words) < VERBATIM_SHARE * len(words):
         return None
-    known = frozenset().union(*passage.terms)
     content = {t: terms(t) for t in {*said, *quoted}}
     found = set()
     for i in range(1, len(said) - 1):

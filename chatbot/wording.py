@@ -356,7 +356,7 @@ def reverses_cause(cause: tuple[frozenset[str], frozenset[str]], quote: str) -> 
 # A comparison a claim makes: "more accurate than", "faster than", "outperforms", "just as well
 # as". Not "more than" alone ("does more than attend", "nothing more than"), nor "rather than".
 _COMPARES = re.compile(
-    r"\b(?:(?:more|less|fewer)\s+(?!than\b)[a-z-]+\s+than|(?!rather\b|other\b)([a-z]+er)\s+than"
+    r"\b(?:(?:more|less|fewer)\s+(?!than\b)[a-z-]+\s+than|(?!rather\b|other\b)[a-z]+er\s+than"
     r"|outperform\w*|surpass\w*|(?:just\s+)?as\s+well\s+as|superior\s+to|inferior\s+to"
     r"|on\s+par\s+with)\b",
     re.IGNORECASE,
@@ -380,11 +380,8 @@ def compares(wanted: frozenset[str], lowered: str) -> bool:
     word ("thousands of times longer" for "longer than its training sequences")."""
     if not wanted or _COMPARING.search(lowered):
         return True
-    return any(
-        re.search(rf"\b{re.escape(w.split()[0])}\b", lowered)
-        for w in wanted
-        if w.split()[0].endswith("er") and w.split()[0] not in ("more", "less", "fewer")
-    )
+    own = {w.split()[0] for w in wanted} - {"more", "less", "fewer"}
+    return any(re.search(rf"\b{re.escape(w)}\b", lowered) for w in own if w.endswith("er"))
 
 
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)]|#+)\s+")
