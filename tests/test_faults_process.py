@@ -11,10 +11,13 @@ import pytest
 from chatbot import Chatbot, Settings
 from chatbot.ingest import BATCH
 
+from .conftest import needs_shared
 from .test_ingest import _abstract_corpus, _cached_vectors, _children, _gone, _start_ingest
 
 # About 930 passages: four batches, so the child is still busy when the signal comes.
 ABSTRACTS = 600
+# The abstracts come from the shared data folder.
+pytestmark = needs_shared("data", "icml_2020_2023_abstracts.jsonl")
 
 
 def _busy_ingest(tmp_path, vectors: int):
