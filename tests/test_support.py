@@ -187,6 +187,7 @@ SPEECH = "17-long-form-speech.md"  # "keep going for twenty minutes", "ramble in
 TREES = "11-sparse-decision-trees.md"  # "both highly accurate and sparse … incredibly difficult"
 EXTRAPOLATION = "20-neural-extrapolation.md"  # "handle inputs far beyond … hasn’t just fitted"
 MULTICLASS = "03-multiclass-linear-classification-noise.md"  # "this is solvable efficiently"
+COLLABORATORS = "07-llm-active-collaborators.md"  # "It doesn’t ask for clarification."
 CAUSAL = "13-causal-graph-listing.md"  # "Instead, we get a “class” of possible maps."
 
 # Each rule of the check, with a faithful paraphrase it must let through and a change it must
@@ -236,6 +237,34 @@ RULES = [
         "sparse (few nodes), is extremely difficult.",
         "However, building the perfect decision rule, one that is both highly accurate and "
         "sparse (few nodes), is incredibly difficult.",
+    ),
+    (
+        "a hyphenated word swapped ('fine-tuning data' for 'pre-training data')",
+        MLLM,
+        "The model might hallucinate when the migration details weren’t prevalent in its "
+        "pre-training data.",
+        "The model might hallucinate when the migration details weren’t prevalent in its "
+        "fine-tuning data.",
+    ),
+    (
+        "two words swapped at the claim's end, where the sentence goes on",
+        OT,
+        "For decades OT has been the gold standard for comparing and aligning probability "
+        "distributions.",
+        "For decades OT has been the gold standard for comparing and aligning word embeddings.",
+    ),
+    (
+        "one word swapped at the claim's end, held by the words before it ('the lens of')",
+        EXTRAPOLATION,
+        "We typically understand generalization through the lens of interpolation.",
+        "We typically understand generalization through the lens of compression.",
+    ),
+    (
+        "a claim stating what every sentence of the passage saying it negates",
+        COLLABORATORS,
+        "Given a vague question, an LLM immediately gives a generic answer without asking for "
+        "clarification.",
+        "Given a vague question, an LLM usually asks clarifying questions first.",
     ),
     (
         "'little' before what it qualifies is a negation ('gained little traction')",
