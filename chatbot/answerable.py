@@ -174,9 +174,20 @@ def unknown_names(question: str, known: str) -> list[str]:
             name not in seen
             and name + "s" not in seen
             and (len(name) < 6 or not near_term(name, sorted(seen)))
+            and not _narrower_acronym(head, known)
         ):
             missing.append(match.group(0))
     return missing
+
+
+def _narrower_acronym(name: str, known: str) -> bool:
+    """Whether `name` is an acronym that `known` uses with a word or two more in front: "LMs"
+    (language models) where the passages say "LLMs", "LM" where they say "MLLM"."""
+    bare = name.removesuffix("s")
+    if not re.fullmatch(r"[A-Z]{2,}", bare):
+        return False
+    longer = {a.removesuffix("s") for a in re.findall(r"\b[A-Z]{2,}s?\b", known)}
+    return any(a.endswith(bare) and 0 < len(a) - len(bare) <= 2 for a in longer)
 
 
 # A question that says it asks what the corpus says: it names a document ("in the piece about…",
@@ -218,7 +229,11 @@ _CONCEPT = re.compile(
     r"(?:(?:a|an|the)\s+)?([a-z][\w-]*(?:\s+[a-z][\w-]*)*)",
     re.IGNORECASE,
 )
-_NOT_CONCEPT = frozenset("piece paper summary article work study name it this that".split())
+# …nor do the people doing something ("How do people normally explain…", "Why do researchers…").
+_NOT_CONCEPT = frozenset(
+    "piece paper summary article work study name it this that people folks researchers "
+    "scientists experts practitioners someone anyone everyone".split()
+)
 # Words naming the kind of answer wanted, not a concept: "What is the main obstacle to…", "What
 # does the usual explanation picture…" ask for a part of what a passage says.
 _ANSWER_KINDS = frozenset(
@@ -523,6 +538,23 @@ def edit_distance(a: str, b: str, limit: int = 2) -> int:
 
 
 _ASKING = ("which", "what", "where", "when", "why", "how", "who", "whose")
+# Chat shorthand, written the way people type a quick question ("how do ppl normally explain…").
+_SHORTHAND = {
+    "ppl": "people",
+    "abt": "about",
+    "bc": "because",
+    "cuz": "because",
+    "smth": "something",
+    "sth": "something",
+    "ur": "your",
+    "thru": "through",
+    "tho": "though",
+    "pls": "please",
+    "plz": "please",
+    "diff": "different",
+    "govt": "government",
+    "esp": "especially",
+}
 
 
 def correct_typos(question: str, words: set[str]) -> str:
@@ -532,7 +564,8 @@ def correct_typos(question: str, words: set[str]) -> str:
     passages do not use but come within one edit of ("summry", "theorms", "alinging") is a
     typo, not a subject they lack: read as written it hides the question's topic from the
     sentence similarity. So is a word that is not English but one edit from a question word
-    ("wich", "whta"). A real word ("causes", "auction") is kept.
+    ("wich", "whta"), and chat shorthand ("ppl", "abt") is spelt out. A real word ("causes",
+    "auction") is kept.
     """
 
     english = known_words()
@@ -540,6 +573,8 @@ def correct_typos(question: str, words: set[str]) -> str:
     def fix(match: re.Match) -> str:
         word = match.group(0)
         lower = word.lower()
+        if lower in _SHORTHAND and lower not in words:
+            return _SHORTHAND[lower]
         if lower in words or lower in english or not english:
             return word
         asking = next((w for w in _ASKING if edit_distance(lower, w, 1) <= 1), None)
@@ -557,7 +592,12 @@ def correct_typos(question: str, words: set[str]) -> str:
         ]
         best = min((c for c in close if c[0] <= 1), default=None)
         if best:
-            return best[1]
+            # A typo seldom changes a word's last letter: "normaly" is "normally", an English
+            # word that the passages' "normal" begins, rather than "normal".
+            longer = [
+                w for w in _english_near(lower) if w.startswith(best[1]) and w[-1] == lower[-1]
+            ]
+            return longer[0] if longer else best[1]
         if all(t in _english_stems() for t in terms(lower)):
             return word  # an English word the vocabulary holds in another form ("pooling")
         if word[0].isupper() and match.start() > 0:
@@ -565,18 +605,24 @@ def correct_typos(question: str, words: set[str]) -> str:
         # Not a passage word misspelt: the most common English word one edit away with the same
         # first letter ("acording", "actualy"; a typo seldom changes the first letter), so the
         # misspelling does not stand in the question as a word of its own.
-        near = [
-            w
-            for w in _english_by_frequency(len(lower))
-            if w[0] == lower[0]
-            and len(letters.symmetric_difference(w)) <= 2
-            and edit_distance(lower, w, 1) <= 1
-        ]
+        near = _english_near(lower)
         if not near:
             return word
         return near[0].capitalize() if word[0].isupper() else near[0]
 
     return re.sub(r"[A-Za-z][a-z]+", fix, question)
+
+
+def _english_near(lower: str) -> list[str]:
+    """The English words one edit from `lower` that keep its first letter, most common first."""
+    letters = set(lower)
+    return [
+        w
+        for w in _english_by_frequency(len(lower))
+        if w[0] == lower[0]
+        and len(letters.symmetric_difference(w)) <= 2
+        and edit_distance(lower, w, 1) <= 1
+    ]
 
 
 @functools.cache

@@ -484,6 +484,31 @@ def test_many_misspelt_words_are_read_as_passage_words_or_common_english():
     assert correct_typos(kept, words) == kept
 
 
+def test_chat_shorthand_is_spelt_out_and_a_typo_keeps_its_ending():
+    from chatbot.answerable import correct_typos
+
+    # "normal" is a passage word one edit away, but "normaly" ends like "normally".
+    asked = correct_typos("how do ppl normaly explain it?", {"normal", "explain"})
+    assert asked == "how do people normally explain it?"
+    # The passages' word stays when no longer English word keeps the ending ("maths").
+    assert correct_typos("what level of maths?", {"math"}) == "what level of math?"
+
+
+def test_a_misspelt_question_by_people_doing_something_is_answered(bot):
+    answer = bot.ask(
+        "how do ppl normaly explain generalisation, the dots on a grpah thing, what does the "
+        "netwrok learn?"
+    )
+    assert not answer.abstained, answer.text
+    assert "smooth curve" in answer.text, answer.text
+
+
+def test_an_acronym_the_passages_use_with_a_word_more_in_front_is_known():
+    known = "Large Language Models (LLMs) and Multimodal LLMs (MLLMs) generate text."
+    assert unknown_names("What is the downside of LMs that write in order?", known) == []
+    assert unknown_names("How do GANs compare with LMs?", known) == ["GANs"]
+
+
 def test_british_spellings_and_short_forms_find_the_same_words():
     from chatbot.keyword import terms
 
