@@ -11,11 +11,11 @@ effect; a comparison ("outperforms", "more robust than") in a passage that compa
 something stated that the passage only ever negates ("asks clarifying questions" against "It
 doesn't ask for clarification"); or one or two words swapped in a sentence the claim otherwise
 repeats word for word ("a specialist robot that" for "a generalist robot that", "aligning
-feature embeddings" for "aligning probability distributions"). Without it, support is the share of the claim's content
-words the sentences cover (a word they do not use counts in part when one of theirs means about
-the same: "untidy" for "messy"), blended with the cosine of their embeddings (the installed MiniLM
-model). Passages are split once and cached by their text; sentence and word vectors are cached
-with the ones the offline model's answerability check uses.
+feature embeddings" for "aligning probability distributions"). Without it, support is the share
+of the claim's content words the sentences cover (a word they do not use counts in part when one
+of theirs means about the same: "untidy" for "messy"), blended with the cosine of their
+embeddings (the installed MiniLM model). Passages are split once and cached by their text;
+sentence and word vectors are cached with the ones the offline model's answerability check uses.
 
 Embedding is the expensive part, so it is skipped when wording alone decides: when even a perfect
 cosine and a synonym for every missing word could not lift the score to the threshold (a missing
@@ -552,7 +552,8 @@ def _swap(claim: Claim, known: frozenset[str], sentence: str) -> tuple[str, str]
                     continue
                 if any(content[w] for w in other):
                     # "the lens of memorization": the word before "of" holds it in place.
-                    before = said[i - 2] if i >= 2 and k >= 2 and said[i - 2] == quoted[k - 2] else ""
+                    same_before = i >= 2 and k >= 2 and said[i - 2] == quoted[k - 2]
+                    before = said[i - 2] if same_before else ""
                     held = any(content[w] for w in (left, right, before) if w)
                     found.add((" ".join(span), " ".join(other), held))
     if len(found) != 1:

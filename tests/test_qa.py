@@ -209,7 +209,7 @@ HARD_FILE = SHARED / "eval" / "dev_hard.jsonl"
 HARD = load_questions(HARD_FILE) if HARD_FILE.is_file() else []
 HARD += load_questions(Path(__file__).parent / "data" / "dev_extra.jsonl")
 # Written from the summaries by someone who had not seen the code, to tune on.
-for name in ["dev_tune", *(f"dev_tune{i}" for i in range(2, 29))]:
+for name in ["dev_tune", *(f"dev_tune{i}" for i in range(2, 31))]:
     HARD += load_questions(Path(__file__).parent / "data" / f"{name}.jsonl")
 
 
