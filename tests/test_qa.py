@@ -178,6 +178,15 @@ KNOWN_MISSES = {
     "b26-m04": "lists the extrapolation summary only for generalization as a puzzle",
     "b26-s02": "abstains: 'label corruption' and 'many-category cases' stay under the floor",
     "b26-s07": "cites the social-choice summary for 'readable if-then classifiers'",
+    # dev_tune29 and dev_tune30.
+    "b27-m02": "lists the causal summary's patients, not the optimal-transport one's cells",
+    "b27-m03": "lists the robot summary only for the two 'the dream is' scenarios",
+    "b28-s04": "cites the robot summary for 'vision chat assistants strong at one thing'",
+    "b28-m01": "lists social choice and collective action, not the auctions summary",
+    "b28-m03": "lists the robot summary beside the mathematics one, not the small-model one",
+    "b28-m04": "lists five summaries, the screen-agent one not among them, for web browsing",
+    "b28-m05": "lists the sparse-tree summary only, not the ensembles one, for decision trees",
+    "b28-f02": "the first turn finds the speech summary for 'one-word-after-another' text",
     # "Which summaries…" with two expected: the list stops at the passages whose best sentence
     # scores near the best one's, and the second summary says it in other words.
     "t2-m02": "lists the speech summary only for 'an AI hallucinating'",
