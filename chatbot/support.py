@@ -59,11 +59,11 @@ from .wording import (
 )
 
 # `supported` is `score >= THRESHOLD`. Tuned on claims_dev.jsonl (80 claims, half supported), on
-# 44 claims written for the purpose (benchmarks/data/claims_written.jsonl) and on eighteen sets
-# written blind from the summaries (benchmarks/data/claims_tune*.jsonl, 1,460 claims): over all
-# of them, 0.62 to 0.65 is a plateau (80-81% of unsupported claims flagged, 7-8% of supported);
+# 44 claims written for the purpose (benchmarks/data/claims_written.jsonl) and on twenty sets
+# written blind from the summaries (benchmarks/data/claims_tune*.jsonl, 1,620 claims): over all
+# of them, 0.62 to 0.65 is a plateau (80-82% of unsupported claims flagged, 7-8% of supported);
 # a higher threshold catches a few more unsupported claims only by flagging more paraphrases
-# (0.66: 82% and 9%, with eight sets above 10%; 0.7: 84% and 12%). `bench_support.py --sweep`.
+# (0.66: 82% and 9%, with eight sets above 10%; 0.7: 85% and 12%). `bench_support.py --sweep`.
 THRESHOLD = 0.64
 # Share of the score carried by content-word coverage; the rest is the embedding cosine.
 COVERAGE_WEIGHT = 0.6
