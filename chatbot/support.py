@@ -85,13 +85,13 @@ ABSOLUTE = 0.6
 INVENTED_CAUSE = 0.5
 INVENTED_COMPARISON = 0.5
 # A claim that repeats a sentence word for word (VERBATIM_SHARE of its words or more) but for
-# one or two words, standing between the same words as as many words of the sentence and far
-# from them in meaning (MiniLM cosine under NEAR_WORD_HIGH): "a specialist robot that" for "a
-# generalist robot that", "its instruction-tuning data" for "its pre-training data". A
-# paraphrase changes many words; a near-verbatim claim that changes one place changes what it
-# names. On the 1,744 tuning claims, spans of two words, hyphenated words and a claim ending
-# where the sentence goes on catch 7 more unsupported claims and flag no more supported ones;
-# spans of unequal length ("gives" for "spit outs", "seen as" for "considered") flag 3
+# one or two words, standing between the same neighbours as the same number of the sentence's
+# words and far from them in meaning (MiniLM cosine under NEAR_WORD_HIGH): "a specialist robot
+# that" for "a generalist robot that", "its instruction-tuning data" for "its pre-training
+# data". A paraphrase changes many words; a near-verbatim claim that changes one place changes
+# what it names. On the 1,744 tuning claims, spans of two words, hyphenated words and a claim
+# ending where the sentence goes on catch 7 more unsupported claims and flag no more supported
+# ones; spans of unequal length ("gives" for "spit outs", "seen as" for "considered") flag 3
 # supported claims, so they are not swaps.
 SWAPPED_WORD = 0.6
 VERBATIM_SHARE = 0.75
@@ -519,7 +519,7 @@ _TOKEN = re.compile(r"[A-Za-z0-9][\w'’-]*")
 def _swap(claim: Claim, known: frozenset[str], sentence: str) -> tuple[str, str] | None:
     """The claim words standing where `sentence`, which the claim otherwise repeats word for
     word, has others: one or two claim words, some of whose terms are not in `known` (the
-    passage's terms), between the same neighbours as one to three words of the sentence ("its
+    passage's terms), between the same neighbours as as many words of the sentence ("its
     instruction-tuning data" for "its pre-training data", "a search engine from" for "a
     recommendation system from"); the claim's end stands before any word of the sentence ("the
     lens of memorization." for "the lens of interpolation: if…"). None when the claim changes
