@@ -187,6 +187,14 @@ KNOWN_MISSES = {
     "b28-m04": "lists five summaries, the screen-agent one not among them, for web browsing",
     "b28-m05": "lists the sparse-tree summary only, not the ensembles one, for decision trees",
     "b28-f02": "the first turn finds the speech summary for 'one-word-after-another' text",
+    # dev_tune31 and dev_tune32.
+    "b29-s04": "abstains: 'how the whole exchange will unfold' stays under the floor",
+    "b29-s07": "abstains: 'flowchart-like if-then classifiers' stays under the floor",
+    "b29-s18": "abstains: 'the puzzling neural-network phenomena' stays under the floor",
+    "b29-m02": "lists the social-choice summary only, not the collective-action one",
+    "b29-m04": "lists five summaries, neither expected one, for tests not carrying over",
+    "b29-m05": "lists the small-model summary beside three others, not the ensembles one",
+    "b30-m05": "cites the extrapolation summary only for examples from biology or medicine",
     # "Which summaries…" with two expected: the list stops at the passages whose best sentence
     # scores near the best one's, and the second summary says it in other words.
     "t2-m02": "lists the speech summary only for 'an AI hallucinating'",
@@ -218,7 +226,7 @@ HARD_FILE = SHARED / "eval" / "dev_hard.jsonl"
 HARD = load_questions(HARD_FILE) if HARD_FILE.is_file() else []
 HARD += load_questions(Path(__file__).parent / "data" / "dev_extra.jsonl")
 # Written from the summaries by someone who had not seen the code, to tune on.
-for name in ["dev_tune", *(f"dev_tune{i}" for i in range(2, 31))]:
+for name in ["dev_tune", *(f"dev_tune{i}" for i in range(2, 33))]:
     HARD += load_questions(Path(__file__).parent / "data" / f"{name}.jsonl")
 
 
