@@ -89,6 +89,40 @@ _OPPOSITES = [
     ("respect", "disregard"), ("fixed", "open"), ("tractable", "intractable"),
     ("solvable", "intractable"), ("efficient", "intractable"), ("solvable", "unsolvable"),
 ]  # fmt: skip
+# How hard something is to do comes in two poles, each said many ways: any word of one opposes
+# any word of the other ("computationally cheap" for "a massive computational headache",
+# "learned efficiently" under the title "Statistical query hardness").
+_EASE = (
+    "easy",
+    "easily",
+    "straightforward",
+    "trivial",
+    "cheap",
+    "efficient",
+    "effortless",
+    "painless",
+    "tractable",
+    "solvable",
+)
+_DIFFICULTY = (
+    "hard",
+    "hardness",
+    "difficult",
+    "headache",
+    "nightmare",
+    "intractable",
+    "costly",
+    "expensive",
+    "challenging",
+    "struggle",
+    "burdensome",
+    "prohibitive",
+)
+_OPPOSITES += [(a, b) for a in _EASE for b in _DIFFICULTY if (a, b) not in _OPPOSITES]
+# So does how much something costs or grows ("stays modest" for "becomes astronomically high").
+_MODEST = ("modest", "negligible", "constant", "minimal", "manageable")
+_STEEP = ("astronomical", "enormous", "skyrocket", "explode", "exorbitant", "soar")
+_OPPOSITES += [(a, b) for a in _MODEST for b in _STEEP if (a, b) not in _OPPOSITES]
 _POLAR = frozenset(w[:5] for pair in _OPPOSITES for w in pair)
 _ABSOLUTE = re.compile(
     r"\b(?:fully|completely|entirely|always|easily|merely|purely|perfectly|faithfully|"

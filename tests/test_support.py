@@ -406,6 +406,29 @@ RULES = [
         "Networks can handle inputs far beyond the bounds of what they were trained on.",
         "A network cannot handle inputs beyond the bounds of its training data.",
     ),
+    (
+        "how hard something is comes in two poles ('trivial' for 'a massive computational "
+        "headache')",
+        CAUSAL,
+        "Finding every specific, valid causal explanation in this class is a massive "
+        "computational headache.",
+        "Finding every specific, valid causal explanation in this class is computationally "
+        "trivial.",
+    ),
+    (
+        "how much something costs comes in two poles ('negligible' for 'astronomically high')",
+        SPEECH,
+        "Remembering the beginning of a conversation while generating the middle has an "
+        "astronomically high computational cost.",
+        "Remembering the beginning of a conversation while generating the middle has a "
+        "negligible computational cost.",
+    ),
+    (
+        "a subject swapped in a sentence the claim repeats but for 'is described as'",
+        TREES,
+        "Decision trees are described as the poster child for interpretability.",
+        "Linear classifiers are described as the poster child for interpretability.",
+    ),
 ]
 
 
