@@ -3,20 +3,22 @@
 A claim is compared with the passage's best one or two adjacent sentences. Hard evidence against
 it: a number (normalised: "20%", "20 percent" and "twenty" are one figure) or unit of time, or a
 name (capitalised words, acronyms, system names; "AI" is also "Artificial Intelligence") that the
-passage never gives; a polarity the sentence does not share (a negation on one side and none on
-the other: "were rare" agrees with "weren't prevalent"); an opposite ("increase" where the
-sentence says "decrease", "computationally trivial" where it says "a massive computational
-headache"); an absolute qualifier ("fully", "always") the passage never uses or a
-restriction ("only", "already") the sentence does not state; the sentence's cause given as the
+passage never gives; a polarity the sentence does not share (a negation on one side and none on the
+other: "were rare" agrees with "weren't prevalent"); an opposite ("increase" where the sentence
+says "decrease", "computationally trivial" where it says "a massive computational headache"); an
+absolute qualifier ("fully", "always") the passage never uses or a restriction ("only", "already")
+the sentence does not state; a summary said to settle what the passage never speaks of showing or
+concluding ("The summary confirms that…"); polarity crossed around a contrast (the claim's "X
+rather than Y" where the sentence says "not just X; it is Y"); the sentence's cause given as the
 effect; a comparison ("outperforms", "more robust than") in a passage that compares nothing;
 something stated that the passage only ever negates ("asks clarifying questions" against "It
 doesn't ask for clarification"); or one or two words swapped in a sentence the claim otherwise
-repeats word for word ("a specialist robot that" for "a generalist robot that", "aligning
-feature embeddings" for "aligning probability distributions"). Without it, support is the share
-of the claim's content words the sentences cover (a word they do not use counts in part when one
-of theirs means about the same: "untidy" for "messy"), blended with the cosine of their
-embeddings (the installed MiniLM model). Passages are split once and cached by their text;
-sentence and word vectors are cached with the ones the offline model's answerability check uses.
+repeats word for word ("a specialist robot that" for "a generalist robot that", "aligning feature
+embeddings" for "aligning probability distributions"). Without it, support is the share of the
+claim's content words the sentences cover (a word they do not use counts in part when one of theirs
+means about the same: "untidy" for "messy"), blended with the cosine of their embeddings (the
+installed MiniLM model). Passages are split once and cached by their text; sentence and word
+vectors are cached with the ones the offline model's answerability check uses.
 
 Embedding is the expensive part, so it is skipped when wording alone decides: when even a perfect
 cosine and a synonym for every missing word could not lift the score to the threshold (a missing
@@ -62,9 +64,9 @@ from .wording import (
 # `supported` is `score >= THRESHOLD`. Tuned on claims_dev.jsonl (80 claims, half supported), on
 # 44 claims written for the purpose (benchmarks/data/claims_written.jsonl) and on twenty-two
 # sets written blind from the summaries (benchmarks/data/claims_tune*.jsonl, 1,780 claims): over
-# all of them, 0.62 to 0.65 is a plateau (82-84% of unsupported claims flagged, 7-8% of
+# all of them, 0.62 to 0.65 is a plateau (83-85% of unsupported claims flagged, 7-8% of
 # supported); a higher threshold catches a few more unsupported claims only by flagging more
-# paraphrases (0.66: 84% and 9%, with eight sets above 10%; 0.7: 86% and 12%).
+# paraphrases (0.66: 85% and 9%, with eight sets above 10%; 0.7: 87% and 12%).
 # `bench_support.py --sweep`.
 THRESHOLD = 0.64
 # Share of the score carried by content-word coverage; the rest is the embedding cosine.
@@ -515,6 +517,11 @@ def lexical(claim: Claim, passage: _Passage) -> _Lexical:
     return _Lexical(passage, tuple(candidates), _passage_penalty(claim, passage))
 
 
+_CONTRASTS = re.compile(
+    r"\b(?:rather\s+than|instead\s+of|no\s+longer|not\s+(?:just|merely|simply|only)|"
+    r"(?:is|are|was|were)n['’]t\s+(?:just|merely|simply|only))\b",
+    re.IGNORECASE,
+)
 _TOKEN = re.compile(r"[A-Za-z0-9][\w'’-]*")
 # "Random forests are described as the poster child…": how the summary puts it is not what the
 # sentence says, so it is left out of the claim's words.
@@ -635,7 +642,22 @@ def _quote_penalty(claim: Claim, passage: _Passage, group: tuple[int, ...]) -> f
         )
         and not claim.negated & frozenset().union(*passage.negated)
     )
-    if unnegated or (negated & claim.terms and not claim.negated):
+    # Crossed polarity: the claim negates what the sentence affirms and affirms what it negates,
+    # sharing no negated word ("simply attends to a sequence rather than retrieving memories"
+    # against "isn't just attending to a sequence; it is … to retrieve memories"). Negations
+    # sharing a word agree on it, whatever else their scopes take in ("good at seeing but does
+    # not always know what it looks at" for "great at looking, but doesn't know … seeing").
+    # Only a contrast ("rather than", "no longer just", "isn't just … ; it is") puts two things
+    # on either side of one negation: elsewhere the scopes differ too often ("its data lacked
+    # the details" says what "the details weren't prevalent in its data" says).
+    crossed = any(
+        claim.negated & (passage.terms[j] - passage.negated[j])
+        and passage.negated[j] & (claim.terms - claim.negated)
+        and not claim.negated & passage.negated[j]
+        and (_CONTRASTS.search(claim.text) or _CONTRASTS.search(passage.sentence(j)))
+        for j in group
+    )
+    if unnegated or crossed or (negated & claim.terms and not claim.negated):
         factor *= NEGATION_FLIP
     # An opposite counts where the sentence holding it speaks to the claim, not in a title
     # ("Small language models …") run in with the sentence that does ("bigger is better").

@@ -454,18 +454,32 @@ def strip_markers(text: str, *, emphasis: bool = True) -> str:
     return (_EMPHASIS.sub("", bare) if emphasis else bare).strip()
 
 
+# A summary said to settle a finding ("The summary confirms that…", "the paper concludes
+# that…", "has been definitively explained") claims more than one that raises, asks or hopes for
+# it: the passage must itself speak of showing, proving or concluding. ("The paper shows that…"
+# is as often a way of saying "says", so it does not count.) Kept as one group of wordings.
+_ESTABLISHED = re.compile(
+    r"\b(?:(?:summary|paper|text|article|piece|authors?|work|study)\s+(?:confirms|confirmed|"
+    r"establishes|established|concludes|concluded|proves|proved)|definitively|conclusively)\b",
+    re.IGNORECASE,
+)
+_ESTABLISHING = "show|demonstrat|confirm|establish|conclu|prov|proof|definitiv"
+
+
 def parse_claim(claim: str) -> Claim:
     """What the checks look for in a claim."""
-    text = _META.sub("", strip_markers(claim)).strip()
+    plain = strip_markers(claim)
+    text = _META.sub("", plain).strip()
     if text[:1].islower():
         text = text[0].upper() + text[1:]
+    established = {_ESTABLISHING} if _ESTABLISHED.search(plain) else set()
     return Claim(
         text,
         frozenset(terms(text)),
         figures(text),
         names(text),
         negated_terms(text),
-        absolutes(text),
+        absolutes(text) | established,
         # "amplifies noise rather than cancelling it" asserts the first half only.
         polar_words(CONTRAST.split(text)[0]),
         causation(text),

@@ -424,6 +424,22 @@ RULES = [
         "negligible computational cost.",
     ),
     (
+        "a summary said to settle ('confirms') what it only asks",
+        DIFFUSION,
+        "The summary asks what happens if the end of the sentence is easier to guess than the "
+        "middle.",
+        "The summary confirms that the end of the sentence is easier to guess than the middle.",
+    ),
+    (
+        "crossed polarity around a contrast ('just attends … rather than' for 'isn't just "
+        "attending …; it is')",
+        TRANSFORMERS,
+        "The attention mechanism isn't just attending to parts of a sequence; it is performing "
+        "an energy minimization step to retrieve memories.",
+        "The attention mechanism just attends to parts of a sequence rather than performing an "
+        "energy minimization step to retrieve memories.",
+    ),
+    (
         "a subject swapped in a sentence the claim repeats but for 'is described as'",
         TREES,
         "Decision trees are described as the poster child for interpretability.",
