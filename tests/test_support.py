@@ -440,6 +440,12 @@ RULES = [
         "energy minimization step to retrieve memories.",
     ),
     (
+        "two words swapped for two related ones ('Random forests' for 'Decision trees')",
+        TREES,
+        "Decision trees are the poster child for interpretability.",
+        "Random forests are the poster child for interpretability.",
+    ),
+    (
         "a subject swapped in a sentence the claim repeats but for 'is described as'",
         TREES,
         "Decision trees are described as the poster child for interpretability.",
