@@ -124,6 +124,11 @@ _MODEST = ("modest", "negligible", "constant", "minimal", "manageable")
 _STEEP = ("astronomical", "enormous", "skyrocket", "explode", "exorbitant", "soar")
 _OPPOSITES += [(a, b) for a in _MODEST for b in _STEEP if (a, b) not in _OPPOSITES]
 _POLAR = frozenset(w[:5] for pair in _OPPOSITES for w in pair)
+# Each word of a pair (by its first five letters) with the words opposed to it.
+_OPPOSED: dict[str, set[str]] = {}
+for _a, _b in _OPPOSITES:
+    _OPPOSED.setdefault(_a[:5], set()).add(_b[:5])
+    _OPPOSED.setdefault(_b[:5], set()).add(_a[:5])
 _ABSOLUTE = re.compile(
     r"\b(?:fully|completely|entirely|always|easily|merely|purely|perfectly|faithfully|"
     r"guarantee[sd]?|proves?|proven|definitely|certainly|necessarily|every|all)\b",
@@ -283,7 +288,8 @@ def polar_words(text: str) -> frozenset[str]:
     the first five letters for any other word of five letters or more ("+coher")."""
     lowered = text.lower()
     words = set(re.findall(r"[a-z]+", lowered))
-    polar = {p for p in _POLAR if any(w.startswith(p) for w in words)}
+    # An entry is a word's first five letters or fewer ("low", "hard"): one of its prefixes.
+    polar = {w[:n] for w in words for n in range(1, 6)} & _POLAR
     # "without being recorded", "not coherent": a negation before a word is its prefix.
     negated = {m.group(1) for m in _NEGATED_WORD.finditer(lowered)}
     for w in words:
@@ -297,10 +303,11 @@ def polar_words(text: str) -> frozenset[str]:
 
 def opposed(claim: frozenset[str], quote: frozenset[str]) -> bool:
     """Whether the claim uses a word whose opposite the quote uses instead."""
-    for a, b in _OPPOSITES:
-        for word, other in ((a[:5], b[:5]), (b[:5], a[:5])):
-            if word in claim and word not in quote and other in quote and other not in claim:
-                return True
+    for word in claim & _POLAR:
+        if word in quote:
+            continue
+        if any(other in quote and other not in claim for other in _OPPOSED[word]):
+            return True
     return prefix_opposed(claim, quote)
 
 
