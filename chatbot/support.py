@@ -44,6 +44,7 @@ from .keyword import terms
 from .prompts import NO_ANSWER
 from .types import Passage, Support, Unsupported
 from .wording import (
+    CONTRASTS,
     Claim,
     compares,
     figures,
@@ -523,11 +524,6 @@ def lexical(claim: Claim, passage: _Passage) -> _Lexical:
     return _Lexical(passage, tuple(candidates), _passage_penalty(claim, passage))
 
 
-_CONTRASTS = re.compile(
-    r"\b(?:rather\s+than|instead\s+of|no\s+longer|not\s+(?:just|merely|simply|only)|"
-    r"(?:is|are|was|were)n['’]t\s+(?:just|merely|simply|only))\b",
-    re.IGNORECASE,
-)
 _TOKEN = re.compile(r"[A-Za-z0-9][\w'’-]*")
 # "Random forests are described as the poster child…": how the summary puts it is not what the
 # sentence says, so it is left out of the claim's words.
@@ -656,11 +652,12 @@ def _quote_penalty(claim: Claim, passage: _Passage, group: tuple[int, ...]) -> f
     # Only a contrast ("rather than", "no longer just", "isn't just … ; it is") puts two things
     # on either side of one negation: elsewhere the scopes differ too often ("its data lacked
     # the details" says what "the details weren't prevalent in its data" says).
+    contrasting = bool(CONTRASTS.search(claim.text))
     crossed = any(
         claim.negated & (passage.terms[j] - passage.negated[j])
         and passage.negated[j] & (claim.terms - claim.negated)
         and not claim.negated & passage.negated[j]
-        and (_CONTRASTS.search(claim.text) or _CONTRASTS.search(passage.sentence(j)))
+        and (contrasting or CONTRASTS.search(passage.sentence(j)))
         for j in group
     )
     if unnegated or crossed or (negated & claim.terms and not claim.negated):

@@ -66,6 +66,13 @@ _CLAUSE_END = re.compile(
     r"[;:—–]|\s-\s|\b(?:but|yet|although|though|whereas)\b|,\s*(?:and|so|while|which)\b"
 )
 CONTRAST = re.compile(r"\b(?:rather than|instead of)\b")
+# A contrast in any form, "no longer just" and "isn't just … ; it is" besides: two things on either
+# side of one negation.
+CONTRASTS = re.compile(
+    r"\b(?:rather\s+than|instead\s+of|no\s+longer|not\s+(?:just|merely|simply|only)|"
+    r"(?:is|are|was|were)n['’]t\s+(?:just|merely|simply|only))\b",
+    re.IGNORECASE,
+)
 _OPPOSITES = [
     ("increase", "decrease"), ("improve", "worsen"), ("improve", "degrade"), ("improve", "hurt"),
     ("more", "less"), ("more", "fewer"), ("higher", "lower"), ("better", "worse"),
@@ -123,12 +130,12 @@ _OPPOSITES += [(a, b) for a in _EASE for b in _DIFFICULTY if (a, b) not in _OPPO
 _MODEST = ("modest", "negligible", "constant", "minimal", "manageable")
 _STEEP = ("astronomical", "enormous", "skyrocket", "explode", "exorbitant", "soar")
 _OPPOSITES += [(a, b) for a in _MODEST for b in _STEEP if (a, b) not in _OPPOSITES]
-_POLAR = frozenset(w[:5] for pair in _OPPOSITES for w in pair)
 # Each word of a pair (by its first five letters) with the words opposed to it.
 _OPPOSED: dict[str, set[str]] = {}
 for _a, _b in _OPPOSITES:
     _OPPOSED.setdefault(_a[:5], set()).add(_b[:5])
     _OPPOSED.setdefault(_b[:5], set()).add(_a[:5])
+_POLAR = frozenset(_OPPOSED)
 _ABSOLUTE = re.compile(
     r"\b(?:fully|completely|entirely|always|easily|merely|purely|perfectly|faithfully|"
     r"guarantee[sd]?|proves?|proven|definitely|certainly|necessarily|every|all)\b",
