@@ -157,7 +157,12 @@ def load_questions(path: str | Path) -> list[Question]:
                 type=kind,
                 turns=turns,
                 gold=_strings(raw.get("gold"), "gold", where),
-                gold_ids=[str(i) for i in _strings(raw.get("gold_ids"), "gold_ids", where)],
+                # A file over a collection names its answering record by `doc_id`.
+                gold_ids=[
+                    str(i)
+                    for i in _strings(raw.get("gold_ids"), "gold_ids", where)
+                    + ([str(raw["doc_id"])] if raw.get("doc_id") else [])
+                ],
                 keys=_strings(raw.get("keys"), "keys", where),
                 forbidden=str(raw.get("forbidden") or ""),
             )

@@ -58,6 +58,15 @@ _LISTING = re.compile(
 )
 
 
+def reads_as_english(question: str) -> bool:
+    """Whether a question of three or more words uses English function words, as English does."""
+    words = re.findall(r"[^\W\d_]+", question.lower())
+    latin = [w for w in words if w.isascii()]
+    if len(words) < 3:
+        return True
+    return len(latin) >= len(words) / 2 and any(w in STOPWORDS for w in latin)
+
+
 def asks_for_list(question: str) -> bool:
     """True for questions that ask which works (plural) are about something."""
     return bool(_LISTING.search(question))

@@ -39,14 +39,10 @@ MAX_BACKOFF = 8.0
 def make_chat_model(
     settings: Settings, *, sleep: Callable[[float], None] = time.sleep
 ) -> BaseChatModel:
-    """The chat model the settings name; the offline one when no real model is configured.
+    """The chat model on the OpenAI-compatible server the settings name.
 
-    `sleep` waits between tries of a real model (tests pass one that records the waits).
+    `sleep` waits between tries (tests pass one that records the waits).
     """
-    if settings.uses_offline_model:
-        from .offline import OfflineChatModel
-
-        return OfflineChatModel()
     return OpenAICompatibleChat(
         model_name=settings.model_name,
         api_key=settings.openai_api_key or SecretStr("not-needed"),

@@ -1,36 +1,30 @@
-"""Answering one question: check → condense → retrieve → fit → generate → cite, as one stream.
+"""Answering one question: check → condense → retrieve → answer → cite and check, as a stream.
 
-`answer_stream` runs the steps in that order; each step is a function of plain values. The model
-is asked only when retrieval found relevant passages; the answer's `[n]` markers are checked
-against the passages the model was shown, while it streams and once it is done.
+`answer_stream` runs the steps in that order. The model gets structured input (`models.py`) and is
+asked only when retrieval found passages plausibly related to the question; the answer's `[n]`
+markers are checked against the passages the model was shown, while it streams and once it is
+done, and one evidence step finds each cited sentence's support (`support.py`).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from functools import partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_core.output_parsers import StrOutputParser
-from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
-
-from . import citations, support
-from .answerable import correct_typos
-from .budget import Budget, Fitted, fit
-from .errors import ChatbotError, ModelError
-from .keyword import asks_for_list
+from . import citations
+from .errors import ModelError
+from .keyword import asks_for_list, reads_as_english
+from .models import AnswerModel, AnswerRequest, CondenseRequest, Reply, is_no_answer
 from .options import check_k, check_question, check_where
-from .prompts import NO_ANSWER, escape, format_history, format_passages, load_prompts
+from .prompts import NO_ANSWER
 from .settings import Settings
+from .support import Evidence
 from .types import Answer, Passage
 
 if TYPE_CHECKING:
-    from .llm import UsageTracker
     from .retrieval import Retrieval, Retriever
 
 History = Sequence[dict[str, str]]
@@ -42,12 +36,16 @@ class Components(Protocol):
     settings: Settings
 
     @property
-    def llm(self) -> BaseChatModel: ...
+    def model(self) -> AnswerModel: ...
 
     @property
     def retriever(self) -> Retriever: ...
 
     def ensure_index(self) -> None: ...
+
+    def check_answer(
+        self, text: str, passages: Sequence[Passage], numbers: dict[int, int] | None, *, model
+    ) -> Evidence: ...
 
 
 class AnswerStream:
@@ -65,6 +63,7 @@ class AnswerStream:
         *,
         passages: Sequence[Passage] = (),
         numbers: dict[int, int] | None = None,
+        close: Callable[[], None] | None = None,
     ) -> None:
         self._source = iter(pieces)
         self._finish = finish  # the full text → the Answer (or an error for an empty one)
@@ -73,6 +72,7 @@ class AnswerStream:
         self._error: BaseException | None = None
         self._passages = tuple(passages)
         self._numbers = MappingProxyType(numbers if numbers is not None else {})
+        self._close = close
 
     @property
     def passages(self) -> tuple[Passage, ...]:
@@ -114,6 +114,8 @@ class AnswerStream:
         close = getattr(self._source, "close", None)
         if close is not None:
             close()
+        if self._close is not None:
+            self._close()
 
     @property
     def answer(self) -> Answer | None:
@@ -130,39 +132,6 @@ class AnswerStream:
     def text(self) -> str:
         """Read the stream to its end; the answer's text."""
         return self.result().text
-
-
-@dataclass(frozen=True)
-class Model:
-    """The chat model for one question, and the tracker adding up what its calls cost."""
-
-    llm: BaseChatModel
-    settings: Settings
-    tracker: UsageTracker | None  # None for a model that counts no tokens
-
-    @classmethod
-    def for_question(cls, llm: BaseChatModel, settings: Settings) -> Model:
-        """A model whose calls are counted, unless it declares it counts no tokens."""
-        if not counts_tokens(llm):
-            # Counting would load a tokenizer for a model that has no use for it.
-            return cls(llm, settings, None)
-        from .llm import UsageTracker
-
-        return cls(llm, settings, UsageTracker(settings.model_name))
-
-    @property
-    def config(self) -> dict[str, Any]:
-        """The LangChain run config of every call for this question."""
-        return {"callbacks": [self.tracker] if self.tracker else []}
-
-
-@dataclass(frozen=True)
-class Prompt:
-    """The answer request: its template, the values filling it, and the passages it shows."""
-
-    template: ChatPromptTemplate
-    inputs: dict[str, Any]
-    passages: list[Passage]  # numbered from 1 in the prompt, best first
 
 
 class Clock:
@@ -188,15 +157,6 @@ class Clock:
         return {**self.laps, "total": time.perf_counter() - self.started}
 
 
-def counts_tokens(llm: BaseChatModel) -> bool:
-    """Whether `llm` has a context window to fit and token usage to count.
-
-    A model without them says so with a class attribute `counts_tokens = False` (the offline
-    model); any other model is budgeted and counted.
-    """
-    return bool(getattr(llm, "counts_tokens", True))
-
-
 def answer_stream(
     parts: Components,
     question: str,
@@ -206,29 +166,43 @@ def answer_stream(
     where: dict | None = None,
 ) -> AnswerStream:
     """Answer `question` piece by piece; the stream's `.answer` is set when it ends."""
-    history = list(history or [])
+    history = tuple(history or ())
     check(question, history, k, where, parts.settings)
     parts.ensure_index()
-    clock, model = Clock(), Model.for_question(parts.llm, parts.settings)
-    standalone = condense(model, question.strip(), history)
+    clock, model, question = Clock(), parts.model, question.strip()
+    standalone, usage = question, {}
+    if any(t["role"] == "user" for t in history):
+        condensed = model.condense(CondenseRequest(question, history))
+        standalone, usage = condensed.question, dict(condensed.usage)
     clock.lap("condense")
     found = retrieve(parts.retriever, standalone, k, where, parts.settings.top_k)
     clock.lap("retrieve")
-    finish = partial(
-        to_answer, question, standalone, model=model, clock=clock, narrowed=found.narrowed
-    )
-    if not found.relevant and not getattr(model.llm, "judges_answerability", False):
-        # Nothing relevant: say so without asking the model to invent something. The offline
-        # model checks on the passages themselves whether they answer, so it is always asked.
-        return AnswerStream([NO_ANSWER], partial(finish, passages=found.passages))
-    prompt = fit_prompt(model, standalone, found.passages, history)
+    finish = partial(to_answer, question, standalone, clock=clock, narrowed=found.narrowed)
+    if not found.relevant and reads_as_english(standalone):
+        # Nothing retrieved is even related: say so without asking the model to invent something.
+        # The floor is an English one: a question in another language goes to the model, which
+        # answers in that language or says what it cannot read.
+        return AnswerStream(
+            [NO_ANSWER],
+            partial(finish, reply=None, passages=found.passages, usage=usage, check=None),
+        )
+    reply = model.answer(AnswerRequest(question, standalone, history, tuple(found.passages)))
+    shown = set(range(1, len(reply.passages) + 1))
     numbers: dict[int, int] = {}  # filled while the answer streams
-    pieces = clock.timed("generate", generate(model, prompt, numbers))
+    pieces = clock.timed("generate", citations.clean_stream(reply, shown, numbers))
     return AnswerStream(
         pieces,
-        partial(finish, passages=prompt.passages, numbers=numbers),
-        passages=prompt.passages,
+        partial(
+            finish,
+            reply=reply,
+            passages=list(reply.passages),
+            usage=usage,
+            numbers=numbers,
+            check=partial(parts.check_answer, model=model),
+        ),
+        passages=reply.passages,
         numbers=numbers,
+        close=reply.close,
     )
 
 
@@ -239,34 +213,6 @@ def check(question: str, history: History, k: Any, where: Any, settings: Setting
     check_where(where)
 
 
-def condense(model: Model, question: str, history: History) -> str:
-    """The follow-up `question` rewritten to stand alone (as it is without an earlier question)."""
-    if not any(t["role"] == "user" for t in history):
-        return question
-    template = ChatPromptTemplate.from_messages(
-        [("human", load_prompts(model.settings.prompts_dir).condense)]
-    )
-    # A long conversation loses its oldest turns first to fit the context window.
-    fitted = _fit(
-        model,
-        lambda _, turns: template.format_messages(
-            history=format_history(turns), question=escape(question)
-        ),
-        [],
-        history,
-        size=lambda turn: turn["content"],
-        keep_passages=0,
-    )
-    inputs = {"history": format_history(fitted.history), "question": escape(question)}
-    try:
-        out = (template | model.llm | StrOutputParser()).invoke(inputs, config=model.config)
-    except ChatbotError:
-        raise
-    except Exception as e:
-        raise ModelError(f"The model failed to rewrite the follow-up question: {e}") from e
-    return out.strip().strip('"').strip() or question
-
-
 def retrieve(
     retriever: Retriever, question: str, k: int | None, where: dict | None, top_k: int
 ) -> Retrieval:
@@ -274,67 +220,7 @@ def retrieve(
     if k is None and asks_for_list(question):
         # A question about several works needs more than the usual handful of passages.
         k = top_k + 3
-    # "waht does averagng many modles do" is searched as "what does averaging many models do":
-    # read as written, the misspelt words match no passage. Only common English words are put
-    # in, so this costs the same on any collection; the model still gets the question as asked.
-    return retriever.search(correct_typos(question, set()), k, where)
-
-
-def fit_prompt(model: Model, question: str, passages: list[Passage], history: History) -> Prompt:
-    """The answer request; the lowest-ranked passages, then the oldest turns, go until it fits."""
-    prompts = load_prompts(model.settings.prompts_dir)
-    template = ChatPromptTemplate.from_messages(
-        [("system", prompts.system), MessagesPlaceholder("history"), ("human", prompts.answer)]
-    )
-    kinds = {"user": HumanMessage, "assistant": AIMessage}
-    messages = [kinds[t["role"]](escape(t["content"])) for t in history]
-    fixed = {"question": escape(question), "no_answer": NO_ANSWER}
-    fitted = _fit(
-        model,
-        lambda ps, turns: template.format_messages(
-            passages=format_passages(ps), history=turns, **fixed
-        ),
-        passages,
-        messages,
-        size=lambda x: x.text if isinstance(x, Passage) else str(x.content),
-    )
-    inputs = {**fixed, "passages": format_passages(fitted.passages), "history": fitted.history}
-    return Prompt(template, inputs, fitted.passages)
-
-
-def _fit(
-    model: Model,
-    render: Callable[[list[Any], list[Any]], Sequence[BaseMessage]],
-    passages: Sequence[Any],
-    history: Sequence[Any],
-    **kwargs: Any,
-) -> Fitted:
-    """`budget.fit` for a model with a context window; everything for one without."""
-    if not counts_tokens(model.llm):
-        return Fitted(list(passages), list(history), 0, 0, 0)
-    return fit(render, passages, history, Budget.for_settings(model.settings), **kwargs)
-
-
-def generate(model: Model, prompt: Prompt, numbers: dict[int, int] | None = None) -> Iterator[str]:
-    """The answer's pieces as the model writes them, citing only passages the prompt shows.
-
-    With `numbers`, markers are renumbered 1..m in order of first use, and `numbers` records
-    which prompt number each became.
-    """
-    shown = set(range(1, len(prompt.passages) + 1))
-    try:
-        # The model's own stream, not a chain's: closing it (Stop in the web UI) closes a model
-        # server's HTTP response, where a chain would read its input to the end first.
-        messages = prompt.template.format_messages(**prompt.inputs)
-        chunks = model.llm.stream(messages, config=model.config)
-        yield from citations.clean_stream((c.text for c in chunks), shown, numbers)
-    except ChatbotError:
-        raise
-    except Exception as e:
-        raise ModelError(
-            f"The model failed to answer ({e}); check CHATBOT_MODEL and OPENAI_BASE_URL, "
-            "or use the offline model with --model offline."
-        ) from e
+    return retriever.search(question, k, where)
 
 
 def to_answer(
@@ -342,34 +228,45 @@ def to_answer(
     standalone: str,
     text: str,
     *,
+    reply: Reply | None,
     passages: list[Passage],
-    model: Model,
+    usage: dict[str, int],
     clock: Clock,
+    check: Callable[..., Evidence] | None,
     numbers: dict[int, int] | None = None,
     narrowed: tuple[str, ...] = (),
 ) -> Answer:
     """The Answer for the model's full `text`: abstained, or citing the passages it names.
 
-    Each sentence is checked against the passages it cites (`Answer.unsupported`), for every
-    model: the offline model's verbatim quotes pass at once, a real model's sentences are compared.
+    Each sentence is checked against the passages it cites (`Answer.unsupported`) by the one
+    evidence step that also finds each citation's supporting sentences.
     """
     text = text.strip()
     if not text:
         raise ModelError("The model returned an empty answer; try again or another model.")
-    tracker = model.tracker
-    usage = tracker.usage() if tracker else {}
+    if reply is not None:
+        for key, value in reply.usage().items():
+            usage[key] = usage.get(key, 0) + value
     timings = clock.timings()
-    if tracker and tracker.first_token is not None:
-        timings["first_token"] = tracker.first_token
-    timings = {k: round(v, 4) for k, v in timings.items()}
-    if NO_ANSWER.rstrip(".").lower() in text.lower() or not passages:
-        return Answer(
-            question, NO_ANSWER, [], True, standalone, passages, usage, timings, (), narrowed
-        )
-    cites = citations.cite(text, passages, numbers)
+    first = reply.first_token() if reply is not None else None
+    if first is not None:
+        timings["first_token"] = first
+    timings = {key: round(v, 4) for key, v in timings.items()}
+    if reply is None or reply.abstained or not passages or check is None:
+        shown = NO_ANSWER if reply is None or is_no_answer(text) else text
+        return Answer(question, shown, [], True, standalone, passages, usage, timings, (), narrowed)
     started = time.perf_counter()
-    unsupported = support.check_answer(text, passages, numbers)
+    found = check(text, passages, numbers)
     timings["check"] = round(time.perf_counter() - started, 4)
     return Answer(
-        question, text, cites, False, standalone, passages, usage, timings, unsupported, narrowed
+        question,
+        text,
+        citations.cite(text, passages, numbers, found),
+        False,
+        standalone,
+        passages,
+        usage,
+        timings,
+        found.unsupported,
+        narrowed,
     )

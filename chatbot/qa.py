@@ -14,10 +14,12 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from .errors import EmptyIndexError
+from .models import AnswerModel, ChatModelAnswerer
 from .pipeline import AnswerStream, History, answer_stream, check
 from .settings import DEFAULT_COLLECTION, Settings
-from .support import check_claim
+from .support import Evidence, check_claim, evidence
 from .types import Answer, Citation, Document, Passage, Support
+from .vectors import SentenceVectors
 
 __all__ = ["Answer", "AnswerStream", "Chatbot", "Citation"]
 
@@ -29,11 +31,15 @@ class Chatbot:
         self,
         settings: Settings | None = None,
         *,
-        llm: BaseChatModel | None = None,
+        llm: BaseChatModel | AnswerModel | None = None,
         **overrides: Any,
     ) -> None:
         self.settings = settings.with_(**overrides) if settings else Settings.load(**overrides)
-        self._llm = llm
+        if isinstance(llm, BaseChatModel):
+            llm = ChatModelAnswerer(llm, self.settings)
+        self._model: AnswerModel | None = llm
+        # Sentence vectors of the passages, kept beside the index's embedding cache.
+        self.vectors = SentenceVectors(self.settings.data_dir / "embedding-cache.sqlite")
         self._store = None
         self._retriever = None
         self._ready = False
@@ -61,13 +67,18 @@ class Chatbot:
         return self._retriever
 
     @property
-    def llm(self) -> BaseChatModel:
-        """The chat model: the offline one unless a real model is configured."""
-        if self._llm is None:
-            from .llm import make_chat_model
+    def model(self) -> AnswerModel:
+        """The answering model: the offline one unless a real model is configured."""
+        if self._model is None:
+            if self.settings.uses_offline_model:
+                from .offline import OfflineModel
 
-            self._llm = make_chat_model(self.settings)
-        return self._llm
+                self._model = OfflineModel(self.vectors)
+            else:
+                from .llm import make_chat_model
+
+                self._model = ChatModelAnswerer(make_chat_model(self.settings), self.settings)
+        return self._model
 
     @property
     def index_changed(self) -> bool:
@@ -110,6 +121,8 @@ class Chatbot:
             )
             self._changed = changed_before or rebuild or report.changed or bool(report.relocated)
             if report.changed or rebuild:
+                self._warm_sentences(progress)
+            if report.changed or rebuild:
                 self.retriever.rebuild_keyword_index()
             else:
                 # Loading checks the keyword index: a damaged one is rebuilt now, with a warning.
@@ -117,6 +130,16 @@ class Chatbot:
             # An ingest that left the index empty leaves it to ensure_index to say so.
             self._ready = self.store.count() > 0
         return report
+
+    def _warm_sentences(self, progress: bool | None) -> None:
+        """Embed the sentences of new passages now, so no question waits for them."""
+        from tqdm import tqdm
+
+        _, texts, _ = self.store.all_passages()
+        with tqdm(
+            desc="sentences", unit=" sentences", disable=None if progress is None else not progress
+        ) as bar:
+            self.vectors.warm(texts, bar.update)
 
     def ensure_index(self) -> None:
         """Build the index from the corpus folder on first use if the store is empty.
@@ -187,10 +210,28 @@ class Chatbot:
         """Whether `passage_text` supports `claim`, how well (0-1), and its best sentence(s).
 
         The figures and names of the claim must be in the passage, its negation must agree with
-        the passage's, and its wording and meaning must be close to one or two passage sentences.
+        the best passage sentence's, and its wording and meaning must be close to the passage.
         Every answer's sentences get the same check against the passages they cite.
         """
-        return check_claim(claim, passage_text)
+        return check_claim(claim, passage_text, self.vectors)
+
+    def check_answer(
+        self,
+        text: str,
+        passages: Sequence[Passage],
+        numbers: dict[int, int] | None = None,
+        *,
+        model: AnswerModel | None = None,
+    ) -> Evidence:
+        """Each citation's supporting sentences and the sentences of `text` nothing backs.
+
+        With CHATBOT_SUPPORT_CHECK=model and a real model, the model judges the sentences.
+        """
+        model = model or self.model
+        judge = None
+        if self.settings.support_check == "model" and isinstance(model, ChatModelAnswerer):
+            judge = model.judge
+        return evidence(text, passages, numbers, self.vectors, judge)
 
     def documents(self) -> list[Document]:
         """The indexed documents, each rebuilt from its passages, sorted by id."""

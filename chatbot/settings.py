@@ -90,6 +90,9 @@ class Settings:
     max_file_mb: float = 20.0
     # The key API clients of `chatbot serve` must send; required when it serves other machines.
     api_key: SecretStr | None = None
+    # Who judges whether an answer's sentences are backed by their sources: "lexical" (figures,
+    # names, negation and MiniLM similarity) or "model" (the configured model, one extra call).
+    support_check: str = "lexical"
 
     # Environment variable for each field; the API key names are the ones every OpenAI tool uses.
     ENV: ClassVar[dict[str, str]] = {
@@ -116,6 +119,7 @@ class Settings:
         "max_answer_tokens": "CHATBOT_MAX_ANSWER_TOKENS",
         "max_file_mb": "CHATBOT_MAX_FILE_MB",
         "api_key": "CHATBOT_API_KEY",
+        "support_check": "CHATBOT_SUPPORT_CHECK",
     }
 
     @classmethod
@@ -147,6 +151,11 @@ class Settings:
 
     def check(self) -> None:
         """Reject values and combinations that cannot work, with the fix in the message."""
+        if self.support_check not in ("lexical", "model"):
+            raise ConfigError(
+                f"CHATBOT_SUPPORT_CHECK={self.support_check!r} is not known: use 'lexical' (the "
+                "default) or 'model' (the configured model judges each answer sentence)."
+            )
         if self.embeddings not in ("minilm", "openai"):
             raise ConfigError(
                 f"CHATBOT_EMBEDDINGS={self.embeddings!r} is not known: use 'minilm' (offline, the "
