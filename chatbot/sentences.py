@@ -64,8 +64,9 @@ def blocks(text: str) -> list[Span]:
             out.append((current[0], current[1]))
             current.clear()
 
-    lines = [(a, ln) for a, ln in _lines(text) if a >= _front_matter_end(text)]
-    fenced = False
+    body_start = _front_matter_end(text)
+    lines = [(a, ln) for a, ln in _lines(text) if a >= body_start]
+    fenced, in_list = False, False
     for i, (start, line) in enumerate(lines):
         if _FENCE.match(line):
             # Code is not prose: nothing inside a fence is a sentence.
@@ -75,11 +76,20 @@ def blocks(text: str) -> list[Span]:
         underline = i + 1 < len(lines) and bool(_SETEXT.match(lines[i + 1][1]))
         if fenced or not line.strip() or is_heading(line) or _SETEXT.match(line) or underline:
             close()
+            in_list = in_list and not line.strip()
             continue
         marker = _MARKER.match(line)
         body = start + (marker.end() if marker else 0)
-        if marker and marker.group().strip():
+        kind = marker.group().strip() if marker else ""
+        # As in CommonMark, a number other than 1 does not start a list inside a paragraph
+        # ("… rose by\n12. Then …" is one paragraph).
+        if kind[:1].isdigit() and current and not in_list and kind[:-1] != "1":
+            kind, body = "", start
+        if kind:
             close()  # a list item or quote line starts a block of its own
+            in_list = True
+        elif not current:
+            in_list = False
         if current:
             current[1] = start + len(line)
         else:
