@@ -1,6 +1,6 @@
 """Sentence splitters compared on a hand-labelled set: boundaries, errors per kind, and speed.
 
-Every candidate runs behind the same structure step (chatbot.sentences.blocks: front matter,
+Every candidate runs behind the same structure step (chatbot.sentences._blocks: front matter,
 headings, list markers and paragraph breaks are decided first), so only the prose rules differ;
 each is measured alone and with the continuation rule of chatbot.sentences (a piece starting
 with a digit or with , ; : ) ] } - continues the sentence before it). The first row is the old
@@ -164,7 +164,7 @@ def main() -> None:
             continue
         for join in (False, True):
             key = name + (" + continuation rule" if join else "")
-            runs[key] = (ver, partial(sentences.spans_with, split, join=join))
+            runs[key] = (ver, partial(sentences._spans_with, split, join=join))
     results = {}
     for key, (ver, spans) in runs.items():
         results[key] = {"version": ver, **score(spans, rows), "ms": round(speed(spans, texts), 1)}

@@ -54,7 +54,7 @@ def _front_matter_end(text: str) -> int:
     return 0
 
 
-def blocks(text: str) -> list[Span]:
+def _blocks(text: str) -> list[Span]:
     """Spans of the prose blocks of `text`: paragraphs and list items, without their markers."""
     out: list[Span] = []
     current: list[int] = []  # [start, end] of the open block
@@ -107,10 +107,10 @@ def _library(prose: str) -> list[Span]:
     return spans
 
 
-def spans_with(split: Callable[[str], list[Span]], text: str, join: bool = True) -> list[Span]:
+def _spans_with(split: Callable[[str], list[Span]], text: str, join: bool = True) -> list[Span]:
     """Sentence spans of `text`, using `split` for the prose inside each block."""
     spans: list[Span] = []
-    for a, b in blocks(text):
+    for a, b in _blocks(text):
         # A line break inside a paragraph is a soft wrap: the library sees a space there.
         prose = text[a:b].replace("\r", " ").replace("\n", " ")
         block: list[Span] = []
@@ -136,7 +136,7 @@ def spans_with(split: Callable[[str], list[Span]], text: str, join: bool = True)
 
 def sentence_spans(text: str) -> list[Span]:
     """(start, end) of each sentence of `text`, in order, trimmed; structure lines excluded."""
-    return spans_with(_library, text)
+    return _spans_with(_library, text)
 
 
 def split_sentences(text: str) -> list[str]:
