@@ -103,6 +103,15 @@ def candidates() -> dict[str, tuple[str, Callable[[str], list[Span]]]]:
     return out
 
 
+def difference(text_id: str, got: list[str], want: list[str]) -> dict:
+    """What a splitter got wrong on one text: sentences it made that are not labelled, and back."""
+    return {
+        "id": text_id,
+        "extra": [s[:160] for s in got if s not in want],
+        "missing": [s[:160] for s in want if s not in got],
+    }
+
+
 def score(spans: Callable[[str], list[Span]], rows: list[dict]) -> dict:
     """Exact-match sentence precision, recall and F1, and the texts got wrong per category."""
     tp = fp = fn = 0
@@ -119,7 +128,7 @@ def score(spans: Callable[[str], list[Span]], rows: list[dict]) -> dict:
             total[cat] += 1
             wrong[cat] += got != want
         if got != want:
-            examples_all.append({"id": row["id"], "got": got, "want": want})
+            examples_all.append(difference(row["id"], got, want))
     p, r = tp / max(tp + fp, 1), tp / max(tp + fn, 1)
     return {
         "precision": round(p, 4),
