@@ -1,27 +1,19 @@
-"""The support check on claim sets: how many unsupported claims it flags, per kind, and its speed.
+"""The support check on claim sets: unsupported claims flagged, supported ones wrongly flagged.
 
-Each claim line (`id`, `gold`, `claim`, `supported`, `kind`) is checked against the text of the
-corpus summary that `gold` identifies (its title and body, as the index holds them). Reported per
-kind: the share flagged as unsupported. Speed: milliseconds per claim, median of several runs:
-`warm` with the passages' sentences already embedded (a conversation that keeps citing the same
-passages), one claim per call; `warm_4` four claims per call (an answer's sentences are checked
-together); `cold` with a fresh checker (every passage embedded on the way). `embedded_share`: the
-claims whose outcome needed embeddings. Run from the repository root:
+Each claim (`id`, `gold` or `doc_id`, `claim`, `supported`, `kind`) is checked against the
+document it is about: for the summaries, the one whose text holds its `gold` phrase; for the
+abstracts, the record `doc_id` of ../shared/data/icml_2020_2023_abstracts.jsonl. Reported per set
+and per kind, with the time a claim takes (median of `--runs` passes, sentence vectors cached as
+they are for an answer). `--sweep` prints, over the tuning sets of both corpora, the flag rates
+for each SIMILARITY_WEIGHT and THRESHOLD: how the two parameters were chosen.
 
-    nice -n 10 .venv/bin/python benchmarks/bench_support.py [--sets FILE ...] [--runs 5]
-
-Without `--sets` it runs the sets of `SETS` (twenty-four tuned on, two held out).
-
-`--sweep` prints the flag rates on the first set across thresholds (the tuning view), with every
-score computed exactly (embeddings compared even where wording alone decides).
+    .venv/bin/python benchmarks/bench_support.py [--sweep] [--runs 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import sys
 import time
@@ -32,134 +24,103 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import emit  # noqa: E402
 from chatbot import support  # noqa: E402
-from chatbot.answerable import Similarity  # noqa: E402
 from chatbot.corpus import load_documents  # noqa: E402
+from chatbot.vectors import SentenceVectors  # noqa: E402
 
-# Tuned on: the development claims, claims written for this check and twenty-two sets of tuning
-# claims written blind from the summaries. Held out: the two blind sets, run for the report only,
-# never read to tune anything.
-SETS = [
-    ROOT.parent / "shared" / "eval" / "claims_dev.jsonl",
-    ROOT / "benchmarks" / "data" / "claims_written.jsonl",
-    ROOT / "benchmarks" / "data" / "claims_tune.jsonl",
-    ROOT / "benchmarks" / "data" / "claims_tune2.jsonl",
-    ROOT / "benchmarks" / "data" / "claims_tune3.jsonl",
-    ROOT / "benchmarks" / "data" / "claims_tune4.jsonl",
-    ROOT / "benchmarks" / "data" / "claims_tune5.jsonl",
-    ROOT / "benchmarks" / "data" / "claims_tune6.jsonl",
-    ROOT / "benchmarks" / "data" / "claims_tune7.jsonl",
-    ROOT / "benchmarks" / "data" / "claims_tune8.jsonl",
-    ROOT / "benchmarks" / "data" / "claims_tune9.jsonl",
-    ROOT / "benchmarks" / "data" / "claims_tune10.jsonl",
-    ROOT / "benchmarks" / "data" / "claims_tune11.jsonl",
-    ROOT / "benchmarks" / "data" / "claims_tune12.jsonl",
-    ROOT / "benchmarks" / "data" / "claims_tune13.jsonl",
-    ROOT / "benchmarks" / "data" / "claims_tune14.jsonl",
-    ROOT / "benchmarks" / "data" / "claims_tune15.jsonl",
-    ROOT / "benchmarks" / "data" / "claims_tune16.jsonl",
-    ROOT / "benchmarks" / "data" / "claims_tune17.jsonl",
-    ROOT / "benchmarks" / "data" / "claims_tune18.jsonl",
-    ROOT / "benchmarks" / "data" / "claims_tune19.jsonl",
-    ROOT / "benchmarks" / "data" / "claims_tune20.jsonl",
-    ROOT / "benchmarks" / "data" / "claims_tune21.jsonl",
-    ROOT / "benchmarks" / "data" / "claims_tune22.jsonl",
-    ROOT / "tests" / "data" / "claims_blind21.jsonl",
-    ROOT / "tests" / "data" / "claims_blind22.jsonl",
+DATA = ROOT / "benchmarks" / "data"
+SHARED = ROOT.parent / "shared"
+TUNE = [
+    SHARED / "eval" / "claims_dev.jsonl",
+    DATA / "claims_summaries_tune.jsonl",
+    DATA / "claims_abstracts_tune.jsonl",
 ]
-RUNS = 5
+HELD_OUT = [DATA / "claims_summaries_blind.jsonl", DATA / "claims_abstracts_blind.jsonl"]
 
 
-def summaries() -> list[str]:
-    """The corpus summaries, each as its title and body."""
+def documents() -> tuple[list[str], dict[str, str]]:
+    """The summaries' texts (title and body), and the abstracts by record id."""
     docs, _ = load_documents([ROOT / "corpus"])
-    return [f"{d.title}\n\n{d.text}" for d in docs]
+    summaries = [f"{d.title}\n\n{d.text}" for d in docs]
+    abstracts = {}
+    path = SHARED / "data" / "icml_2020_2023_abstracts.jsonl"
+    if path.exists():
+        for line in path.read_text("utf-8").splitlines():
+            r = json.loads(line)
+            abstracts[r["id"]] = f"{r['title']}\n\n{r['abstract']}"
+    return summaries, abstracts
 
 
-def load_claims(path: Path, texts: list[str]) -> list[dict]:
-    """The claim lines of `path`, each with the `passage` its `gold` phrase identifies."""
+def load_claims(path: Path, summaries: list[str], abstracts: dict[str, str]) -> list[dict]:
+    """The claims of `path`, each with the `passage` it is checked against."""
     out = []
     for line in path.read_text("utf-8").splitlines():
         if not line.strip():
             continue
-        claim = json.loads(line)
-        found = [t for t in texts if claim["gold"] in t]
-        if len(found) != 1:
-            raise SystemExit(f"{path.name} {claim['id']}: gold phrase in {len(found)} summaries")
-        out.append({**claim, "passage": found[0]})
+        c = json.loads(line)
+        if "doc_id" in c:
+            passage = abstracts[c["doc_id"]]
+        else:
+            found = [t for t in summaries if c["gold"] in t]
+            if len(found) != 1:
+                raise SystemExit(f"{path.name} {c['id']}: gold phrase in {len(found)} summaries")
+            passage = found[0]
+        out.append({**c, "passage": passage})
     return out
 
 
-def rates(claims: list[dict], scores: list[float], threshold: float) -> dict:
-    """Share flagged as unsupported, per kind and over supported / unsupported claims."""
+def rates(claims: list[dict], flagged: list[bool]) -> dict:
+    """Share flagged as unsupported, over supported and unsupported claims and per kind."""
     groups: dict[str, list[bool]] = {}
-    for claim, score in zip(claims, scores, strict=True):
-        flagged = score < threshold
-        side = "supported" if claim["supported"] else "unsupported"
-        for key in (side, f"{side}:{claim['kind']}"):
-            groups.setdefault(key, []).append(flagged)
+    for c, f in zip(claims, flagged, strict=True):
+        side = "supported" if c["supported"] else "unsupported"
+        for key in (side, f"{side}:{c['kind']}"):
+            groups.setdefault(key, []).append(f)
     return {k: round(sum(v) / len(v), 3) for k, v in sorted(groups.items())}
 
 
-def timed(claims: list[dict], warm: bool, batch: int = 1) -> tuple[float, float]:
-    """Milliseconds per claim for one pass, wall clock and CPU, `batch` claims per call (an
-    answer's sentences are checked in one call), the passages embedded beforehand when `warm`.
-
-    CPU time is what the check costs on a quiet machine; the wall clock here also holds the time
-    the process waited for a core on a shared one.
-    """
-    similarity = Similarity()  # a vector cache of its own, empty
-    checker = support.SupportChecker(similarity)
-    checker.check("Warm the model up.", "The model loads its weights on first use.")
-    items = [(c["claim"], [c["passage"]]) for c in claims]
-    if warm:
-        # The passages' sentences only: the claims, like an answer's sentences, are new.
-        for text in {c["passage"] for c in claims}:
-            passage = support.split_passage(text)
-            similarity.vectors([passage.sentence(i) for i in range(len(passage.spans))])
-    start, cpu = time.perf_counter(), time.process_time()
-    for i in range(0, len(items), batch):
-        checker.check_many(items[i : i + batch])
-    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-    return wall * 1000 / len(claims), cpu * 1000 / len(claims)
+def sweep(sets: dict[str, list[dict]], vectors: SentenceVectors) -> None:
+    """Flag rates on the tuning sets for a grid of both parameters."""
+    for weight in (0.4, 0.5, 0.6, 0.7, 0.8):
+        support.SIMILARITY_WEIGHT = weight
+        backs = {
+            name: [support.backing(c["claim"], c["passage"], vectors) for c in claims]
+            for name, claims in sets.items()
+        }
+        for threshold in [x / 100 for x in range(50, 81, 2)]:
+            cells = []
+            for name, claims in sets.items():
+                flagged = [b.vetoed or b.score < threshold for b in backs[name]]
+                r = rates(claims, flagged)
+                cells.append(f"{name[:22]:>22} {r['unsupported']:.2f}/{r['supported']:.2f}")
+            print(f"w={weight} t={threshold:.2f} " + " ".join(cells))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sets", nargs="+", type=Path, default=SETS)
-    parser.add_argument("--runs", type=int, default=RUNS)
-    parser.add_argument("--sweep", action="store_true")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/support.json")
-    args = parser.parse_args()
-    texts = summaries()
-    checker = support.SupportChecker(Similarity(), exact=args.sweep)
-    result: dict = {
-        "threshold": support.THRESHOLD,
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        # Shared machines: the load while it ran says how far the timings are from a quiet one.
-        "load_average_1min": round(os.getloadavg()[0], 1),
-        "sets": {},
-    }
-    for path in args.sets:
-        claims = load_claims(path, texts)
-        checked = checker.check_many([(c["claim"], [c["passage"]]) for c in claims])
-        scores = [s.score for s in checked]
-        if args.sweep and path == args.sets[0]:
-            for t in [x / 100 for x in range(20, 81, 5)]:
-                print(t, rates(claims, scores, t), file=sys.stderr)
-            for c, s in zip(claims, scores, strict=True):
-                mark = "XX" if (s >= support.THRESHOLD) != c["supported"] else "  "
-                print(f"{mark} {s:.2f} {c['kind']:18} {c['claim']}", file=sys.stderr)
-        entry = {"claims": len(claims), "flagged": rates(claims, scores, support.THRESHOLD)}
-        # Claims whose outcome needed the embeddings (the rest were decided by their wording).
-        fresh = support.SupportChecker(Similarity())
-        fresh.check_many([(c["claim"], [c["passage"]]) for c in claims])
-        entry["embedded_share"] = round(fresh.embedded / max(1, fresh.checked), 3)
-        for name, warm, batch in [("warm", True, 1), ("warm_4", True, 4), ("cold", False, 1)]:
-            runs = [timed(claims, warm, batch) for _ in range(args.runs)]
-            entry[f"ms_per_claim_{name}"] = round(statistics.median(r[0] for r in runs), 2)
-            entry[f"cpu_ms_per_claim_{name}"] = round(statistics.median(r[1] for r in runs), 2)
-        result["sets"][path.name] = entry
-    emit(result, args.out if not args.sweep else None)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sets", nargs="+", type=Path, default=TUNE + HELD_OUT)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/support.json")
+    args = ap.parse_args()
+    summaries, abstracts = documents()
+    vectors = SentenceVectors()
+    sets = {p.name: load_claims(p, summaries, abstracts) for p in args.sets if p.exists()}
+    if args.sweep:
+        sweep({n: c for n, c in sets.items() if "blind" not in n}, vectors)
+        return
+    result: dict = {"threshold": support.THRESHOLD, "weight": support.SIMILARITY_WEIGHT, "sets": {}}
+    for name, claims in sets.items():
+        times = []
+        for _ in range(args.runs):
+            start = time.perf_counter()
+            checked = [support.check_claim(c["claim"], c["passage"], vectors) for c in claims]
+            times.append((time.perf_counter() - start) * 1000 / len(claims))
+        result["sets"][name] = {
+            "claims": len(claims),
+            "flagged": rates(claims, [not s.supported for s in checked]),
+            "ms_per_claim": round(statistics.median(times), 2),
+        }
+    emit(result, args.out)
 
 
 if __name__ == "__main__":

@@ -10,13 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
 
 from .sentences import split_sentences
 from .types import Citation, Passage
-
-if TYPE_CHECKING:
-    from .support import Evidence
 
 _MARKER = re.compile(r"\s*\[(\d+(?:\s*[,;]\s*\d+)*)\]")
 # The longest unfinished marker worth holding back while streaming, e.g. "[12, 13, 14".
@@ -63,12 +59,16 @@ def cited(text: str) -> list[int]:
 
 
 def cite(
-    text: str, passages: Sequence[Passage], numbers: dict[int, int] | None, found: Evidence
+    text: str,
+    passages: Sequence[Passage],
+    numbers: dict[int, int] | None,
+    spans: dict[int, tuple[tuple[int, int], ...]],
 ) -> list[Citation]:
     """The passages `text` cites, by answer number, each with the sentence(s) supporting it.
 
     `numbers` maps the prompt's passage numbers (from 1) to the numbers used in `text`; without
-    it `text` uses the prompt's numbers. `found` is the evidence step's result for `text`.
+    it `text` uses the prompt's numbers. `spans` are, per answer number, the passage spans the
+    evidence step found backing the sentences that cite it (`support.evidence`).
     """
     used = set(cited(text))
     if numbers is None:
@@ -78,9 +78,9 @@ def cite(
         if n not in used or not 1 <= prompt_n <= len(passages):
             continue
         p = passages[prompt_n - 1]
-        spans = found.spans.get(n, ())
-        quote = " ".join(p.text[a:b] for a, b in spans)
-        out.append(Citation(n, p.doc_id, p.title, p.text, p.score, dict(p.metadata), quote, spans))
+        found = spans.get(n, ())
+        quote = " ".join(p.text[a:b] for a, b in found)
+        out.append(Citation(n, p.doc_id, p.title, p.text, p.score, dict(p.metadata), quote, found))
     return sorted(out, key=lambda c: c.n)
 
 

@@ -33,11 +33,11 @@ from .vectors import DEFAULT, SentenceVectors
 # Weight of the question's content words found in a sentence (or its document's metadata).
 COVERAGE_WEIGHT = 0.5
 # Below this best score, no passage answers the question.
-MIN_SCORE = 0.62
+MIN_SCORE = 0.40
 # Sentences scoring at least this share of the best one join it in the answer.
 KEEP_RATIO = 0.85
 # Subtracted from a sentence without a figure when the question asks for one.
-FORM_PENALTY = 0.15
+FORM_PENALTY = 0.1
 # How much words carried over from earlier turns count beside the follow-up's own words.
 TOPIC_WEIGHT = 0.5
 # A sentence this close (MiniLM cosine) to instructions addressed to an assistant is not quoted.
@@ -214,11 +214,13 @@ class OfflineModel:
         for c in ranked:
             if len(chosen) == MAX_SENTENCES or c.score < KEEP_RATIO * ranked[0].score:
                 break
+            if any(_plain(c.text) == _plain(o.text) for o in chosen):
+                continue
+            chosen.append(c)
             if _POINTING.match(c.text) and c.index > 0:
                 before = sentences[c.n - 1][c.index - 1]
-                c = Candidate(c.n, c.index - 1, f"{before} {c.text}", c.score)
-            if all(_plain(c.text) not in _plain(o.text) for o in chosen):
-                chosen = [o for o in chosen if _plain(o.text) not in _plain(c.text)] + [c]
+                if all((o.n, o.index) != (c.n, c.index - 1) for o in chosen):
+                    chosen.append(Candidate(c.n, c.index - 1, before, c.score))
         return sorted(chosen, key=lambda c: (c.n, c.index))
 
 

@@ -261,7 +261,7 @@ def to_answer(
     return Answer(
         question,
         text,
-        citations.cite(text, passages, numbers, found),
+        citations.cite(text, passages, numbers, found.spans),
         False,
         standalone,
         passages,

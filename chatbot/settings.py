@@ -81,7 +81,9 @@ class Settings:
     top_k: int = 5
     chunk_tokens: int = 200
     chunk_overlap: int = 30
-    min_relevance: float = 0.37
+    # Below this retrieval relevance nothing found is even related, and no model is asked: the
+    # floor under which no answerable question of the tuning sets of either corpus falls.
+    min_relevance: float = 0.24
     max_question_chars: int = MAX_QUESTION_CHARS
     timeout: float = 60.0
     max_retries: int = 3

@@ -4,10 +4,11 @@ For each answer sentence and each passage it cites, `evidence` finds the passage
 back it, once: a citation's `quote` and `spans` and the sentence's verdict both come from that.
 
 The verdict is general. Hard evidence vetoes: a figure or a name the sentence gives that the
-passage lacks, or a negation the best passage sentence does not share. Otherwise one score decides:
+passage lacks (and halves the score). Otherwise one score decides:
 
-    score = SIMILARITY_WEIGHT * cosine(sentence, best passage sentence(s))
-            + (1 - SIMILARITY_WEIGHT) * share of the sentence's content words in the passage
+    score = SIMILARITY_WEIGHT * cosine(sentence, closest passage sentence)
+            + (1 - SIMILARITY_WEIGHT) * share of the sentence's content words found in the two
+              closest passage sentences and the document's title and metadata
 
 and the sentence is supported when it reaches THRESHOLD. With a real model configured and
 CHATBOT_SUPPORT_CHECK=model, the model itself judges every sentence of an answer in one extra call
@@ -29,8 +30,8 @@ from .types import Passage, Support, Unsupported
 from .vectors import DEFAULT, SentenceVectors
 
 # Chosen on the tuning claim sets (docs/benchmarks.md).
-SIMILARITY_WEIGHT = 0.6
-THRESHOLD = 0.64
+SIMILARITY_WEIGHT = 0.8
+THRESHOLD = 0.59
 # A second passage sentence joins the quote when its cosine is this close to the best one's.
 CLOSE_MATCH = 0.9
 
@@ -39,7 +40,6 @@ Judge = Callable[[list[tuple[str, list[Passage]]]], list[bool] | None]
 
 _FIGURE = re.compile(r"\d+(?:[.,]\d+)*")
 _NAME = re.compile(r"(?<![.!?:]\s)\b(?:[A-Z][a-z]*[A-Z0-9][\w-]*|[A-Z]{2,}[\w-]*|[A-Z][a-z]+)")
-_NEGATION = re.compile(r"\b(?:not|no|never|none|neither|nor|nothing|without|cannot)\b|n't\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class Backing:
     spans: tuple[Span, ...]
     score: float
     supported: bool
-    vetoed: bool = False  # a figure, a name or a negation the passage does not share
+    vetoed: bool = False  # a figure or a name the passage does not give
 
 
 @dataclass(frozen=True)
@@ -71,11 +71,6 @@ def proper_names(text: str) -> set[str]:
     return {m.group(0).lower() for m in _NAME.finditer(text) if m.start() > 0}
 
 
-def negated(text: str) -> bool:
-    """Whether `text` carries a negation."""
-    return bool(_NEGATION.search(text))
-
-
 def _bare(text: str) -> str:
     return " ".join(without_markers(text).split())
 
@@ -93,20 +88,20 @@ def backing(
     if verbatim:
         return Backing(((verbatim.start(), verbatim.end()),), 1.0, True)
     cosines = vectors.cosines(claim, [passage[a:b] for a, b in spans])
-    best = int(np.argmax(cosines))
-    chosen = tuple(
-        span for span, c in zip(spans, cosines) if c >= CLOSE_MATCH * cosines[best] and c > 0
-    )[:2] or (spans[best],)
-    known = f"{context} {passage}"
+    order = [int(i) for i in np.argsort(-cosines)]
+    best = order[0]
+    chosen = tuple(sorted(spans[i] for i in order[:2] if cosines[i] >= CLOSE_MATCH * cosines[best]))
+    # Coverage is counted in the two closest sentences and the document's title and metadata.
+    close = " ".join(passage[a:b] for a, b in (spans[i] for i in order[:2]))
     wanted = set(terms(claim))
-    coverage = len(wanted & set(terms(known))) / len(wanted) if wanted else 1.0
+    coverage = len(wanted & set(terms(f"{context} {close}"))) / len(wanted) if wanted else 1.0
     score = SIMILARITY_WEIGHT * float(cosines[best]) + (1 - SIMILARITY_WEIGHT) * coverage
-    quoted = " ".join(passage[a:b] for a, b in chosen)
-    vetoed = (
-        bool(figures(claim) - figures(known.replace(",", "")))
-        or any(n not in known.lower() for n in proper_names(claim))
-        or negated(claim) != negated(quoted)
+    known = f"{context} {passage}"
+    vetoed = bool(figures(claim) - figures(known.replace(",", ""))) or any(
+        n not in known.lower() for n in proper_names(claim)
     )
+    if vetoed:
+        score /= 2  # hard evidence against the sentence outweighs how close its wording is
     return Backing(chosen, round(score, 4), score >= THRESHOLD and not vetoed, vetoed)
 
 

@@ -124,7 +124,7 @@ def test_a_real_models_citations_are_renumbered_and_quote_the_passage_it_paraphr
 
 def _sentence_with_terms(text: str) -> str:
     """A sentence of `text` long enough to be told apart from the others."""
-    from chatbot.extract import split_sentences
+    from chatbot.sentences import split_sentences
 
     return max(split_sentences(text), key=lambda s: len(set(s.lower().split())))
 

@@ -559,7 +559,12 @@ def test_failure_before_the_first_token_of_a_stream_is_retried(fake, built_index
 def test_the_key_never_appears_in_errors_logs_or_reprs(fake, built_index, caplog, capsys):
     caplog.set_level(logging.DEBUG)
     bot = Chatbot(real(built_index, fake.url, timeout=0.3))
-    seen: list[str] = [repr(bot.settings), str(bot.settings), repr(bot.llm), str(bot.llm)]
+    seen: list[str] = [
+        repr(bot.settings),
+        str(bot.settings),
+        repr(bot.model.llm),
+        str(bot.model.llm),
+    ]
     seen.append(json.dumps(bot.info()))
     scripts = [
         [{"status": 401, "echo_key": True}],
@@ -615,10 +620,10 @@ def test_cli_info_and_ask_show_the_model_and_url_but_never_the_key(
 
 
 def test_async_calls_are_retried_and_a_cut_stream_refused_as_in_sync_ones(fake, built_index):
-    """`Chatbot.llm` is a LangChain chat model: `ainvoke` and `astream` get the same checks."""
+    """`Chatbot.model.llm` is a LangChain chat model: `ainvoke`, `astream` get the same checks."""
     import asyncio
 
-    model = Chatbot(real(built_index, fake.url)).llm
+    model = Chatbot(real(built_index, fake.url)).model.llm
     fake.script = [{"status": 500}]
     reply = asyncio.run(model.ainvoke("What is optimal transport used for?"))
     assert reply.content == ANSWER, "a 500 is tried again, as in a sync call"
