@@ -68,7 +68,9 @@ _INSTRUCTION_EXAMPLES = (
 )
 # A sentence opening with a pointing word needs the one before it to mean anything.
 _POINTING = re.compile(r"^(?:This|These|That|Those|It|Its|They|Their|Such)\b")
-_NAME = re.compile(r"\b(?:[A-Z][a-z]*[A-Z0-9][\w-]*|[A-Z]{2,}[\w-]*|\d[\d.,]*\d|\d)\b")
+_NAME = re.compile(
+    r"\b(?:[A-Z][a-z]*[A-Z0-9][\w-]*|[A-Z]{2,}[\w-]*|[A-Z]\w*-[\w-]+|\d[\d.,]*\d|\d)\b"
+)
 
 
 @dataclass(frozen=True)

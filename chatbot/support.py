@@ -39,7 +39,9 @@ Span = tuple[int, int]
 Judge = Callable[[list[tuple[str, list[Passage]]]], list[bool] | None]
 
 _FIGURE = re.compile(r"\d+(?:[.,]\d+)*")
-_NAME = re.compile(r"(?<![.!?:]\s)\b(?:[A-Z][a-z]*[A-Z0-9][\w-]*|[A-Z]{2,}[\w-]*|[A-Z][a-z]+)")
+_NAME = re.compile(
+    r"(?<![.!?:]\s)\b(?:[A-Z][a-z]*[A-Z0-9][\w-]*|[A-Z]{2,}[\w-]*|[A-Z]\w*-[\w-]+|[A-Z][a-z]+)"
+)
 
 
 @dataclass(frozen=True)

@@ -131,7 +131,7 @@ def test_markdown_answers_backed_by_their_sources_are_not_flagged(fake, built_in
         lambda n: (
             f"**In short:** researchers have turned to Large Language Models [{n}].\n\n"
             f"- A town hall meeting can have *10,000* residents [{n}].\n"
-            f"- Letting everyone speak is impossible [{n}]."
+            f"- It is impossible to let *everyone* speak [{n}]."
         ),
     )
     assert answer.citations and answer.unsupported == (), answer.unsupported
