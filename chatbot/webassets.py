@@ -117,8 +117,13 @@ JS = r"""
     const asked = document.querySelectorAll("#chat [data-testid='user']")[follow];
     if (!wrap || !asked) return;
     const row = asked.closest('.message-row') || asked;
-    const top = row.getBoundingClientRect().top - wrap.getBoundingClientRect().top;
-    const want = Math.min(wrap.scrollTop + top - 8, wrap.scrollHeight - wrap.clientHeight);
+    const box = wrap.getBoundingClientRect();
+    // The chat's label and icons float over its top: the question goes just below them.
+    const floating = '#chat .top-panel, #chat [data-testid="block-label"]';
+    const over = [...document.querySelectorAll(floating)]
+      .map((el) => el.getBoundingClientRect().bottom - box.top);
+    const top = row.getBoundingClientRect().top - box.top - Math.max(0, ...over) - 8;
+    const want = Math.min(wrap.scrollTop + top, wrap.scrollHeight - wrap.clientHeight);
     if (Math.abs(wrap.scrollTop - want) > 1) wrap.scrollTop = want;
     if (bringIntoPage) {
       bringIntoPage = false;

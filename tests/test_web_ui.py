@@ -313,6 +313,15 @@ def test_per_marker_evidence_picks_the_span_that_matches_each_sentence():
     evidence = webcite.marker_evidence(answer, [citation])
     assert [e.spans for e in evidence] == [(2,), (0,)], evidence
     assert [e.quote for e in evidence] == ["Birds sing at dawn.", "Cats purr when calm."]
+    other = {"n": 2, "text": "Owls hunt at night.", "spans": [[0, 19]], "quote": "Owls hunt."}
+    both = webcite.marker_evidence("Birds sing at dawn [1][2].", [citation, other])
+    assert [(e.n, e.spans) for e in both] == [(1, (2,)), (2, (0,))], "[1][2] share one claim"
+    link = webcite.linkify("Birds sing [1].", 3, evidence[:1])
+    assert link == 'Birds sing [[1]](#src-3-1:2 "Birds sing at dawn.").', link
+    bare = webcite.marker_evidence("A claim [1].", [{"n": 1, "text": "x", "quote": ""}])
+    assert webcite.linkify("A claim [1].", 1, bare) == "A claim [[1]](#src-1-1).", (
+        "a citation without spans has nothing to preview or light up"
+    )
 
 
 # 7. A long pasted question is kept, counted on screen and refused with a reason.
