@@ -9,6 +9,7 @@ os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 
 import html
 import logging
+import re
 import threading
 import uuid
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from starlette.middleware import Middleware
 
 from . import api
 from .errors import ChatbotError, ConfigError, EmptyIndexError
-from .webassets import CSS, JS, SAVE_JS
+from .webassets import CSS, JS, SAVE_JS, submit_js
 from .webguard import LOGIN_ATTEMPTS, LOGIN_COOLDOWN, Guard
 from .webview import (
     NO_SOURCES,
@@ -31,7 +32,6 @@ from .webview import (
     corpus_documents,
     corpus_table,
     counter_html,
-    counter_js,
     document_markdown,
     download_name,
     friendly,
@@ -61,6 +61,8 @@ PRIVATE = {"api_visibility": "private"}
 # How often an answer waiting for the model's next piece looks whether Stop was pressed (s).
 STOP_POLL = 0.1
 _DONE = object()  # the model's stream has ended
+# An address in the model line is named, not linked: it is the model server's, not a page.
+_URL = re.compile(r"https?://\S+")
 _UNEXPECTED = (
     "Something went wrong on the server while answering. Try again; if it keeps happening, "
     "the server log says why."
@@ -79,6 +81,7 @@ class Handlers:
     def __init__(self, bot) -> None:
         self.bot = bot
         self.model = bot.settings.model_label
+        self.model_md = _URL.sub(lambda m: f"`{m[0]}`", self.model)
         # The pages (Gradio sessions) whose answer is being written, each with its Stop signal.
         self._running: dict[str | None, _Run] = {}
         self._lock = threading.Lock()
@@ -88,15 +91,16 @@ class Handlers:
         try:
             info = self.bot.info()
         except ChatbotError as e:
-            return f"**Model:** {self.model} · **Index:** unavailable ({e})"
+            return f"**Model:** {self.model_md} · **Index:** unavailable ({e})"
         except Exception:
             log.exception("reading the index failed")
-            return f"**Model:** {self.model} · **Index:** unavailable (see the server log)"
+            return f"**Model:** {self.model_md} · **Index:** unavailable (see the server log)"
         if not info["documents"]:
             # Every question would fail: say how to fill the index before anyone asks.
-            return f"**Model:** {self.model} · **Index:** empty, fill it with `chatbot ingest PATH`"
+            model = self.model_md
+            return f"**Model:** {model} · **Index:** empty, fill it with `chatbot ingest PATH`"
         return (
-            f"**Model:** {self.model} · **Index:** {info['documents']} documents, "
+            f"**Model:** {self.model_md} · **Index:** {info['documents']} documents, "
             f"{info['passages']} passages · embeddings: {info['embedding_model']}"
         )
 
@@ -127,16 +131,19 @@ class Handlers:
             running = (request.session_hash if request else None) in self._running
         return gr.skip() if running else EXAMPLES[index]
 
-    def take(self, message: str, request: gr.Request):
-        """Take the question from the box to be answered: the box, the question, the buttons.
+    def take(self, asked: str | None, request: gr.Request):
+        """Take the question the page sent to be answered: the question, the buttons, the box.
 
-        While this page's answer is being written, nothing changes: the question stays in the
-        box (the Send button is disabled and Stop shown meanwhile), so typing ahead is kept.
+        The page has already moved it from the box into the chat (`submit_js`), so what is typed
+        next is never cleared by a late reply. Should an answer for this page already be running,
+        the question goes back into the box rather than being lost.
         """
-        question = (message or "").strip()
-        if not question or not self._claim(request):
-            return gr.skip(), None, gr.skip(), gr.skip()
-        return "", question, *_busy(True)
+        question = (asked or "").strip()
+        if not question:
+            return None, gr.skip(), gr.skip(), gr.skip()
+        if not self._claim(request):
+            return None, gr.skip(), gr.skip(), question
+        return question, *_busy(True), gr.skip()
 
     def retry(self, turns: list[dict[str, Any]] | None, request: gr.Request):
         """Ask the last question again: the turns without its answer, the question, the buttons."""
@@ -190,8 +197,12 @@ class Handlers:
         for text, sources_changed in self._answer(turn, history, stop):
             sources = sources_html(turns) if sources_changed else skip
             yield chat_messages(turns, text), sources, skip, skip, skip, skip
-        # A stopped answer keeps the passages it was reading; a finished one has its citations.
-        for key in ("pending",) if turn.get("stopped") else ("pending", "retrieved", "numbers"):
+        # A stopped answer keeps the passages it was reading; a finished one has its citations,
+        # and one citing none keeps what it was given, which the sources panel shows instead.
+        done = ("pending",) if turn.get("stopped") else ("pending", "numbers")
+        if turn["citations"] or turn.get("abstained"):
+            done += ("retrieved",)
+        for key in done:
             turn.pop(key, None)
         if stop.cleared:
             yield [], NO_SOURCES, [], gr.Button(interactive=False), *_busy(False)
@@ -286,10 +297,14 @@ class Handlers:
                 return document_markdown(doc)
         return ""
 
-    def chat(self, message: str) -> str:
-        """Answer one question about the ICML 2025 papers; the answer cites passages as [n]."""
+    def chat(self, message: str) -> dict[str, Any]:
+        """Answer one question about the ICML 2025 papers, with the sources its [n] cite.
+
+        The same JSON as `chatbot ask --json`: answer, abstained, citations (n, doc_id, title,
+        text, score, paper, url, authors, year, venue, quote, spans), unsupported, narrowed.
+        """
         try:
-            return self.bot.ask(message).text
+            return self.bot.ask(message).to_dict()
         except ChatbotError as e:
             raise gr.Error(friendly(e)) from e
         except Exception as e:
@@ -317,7 +332,7 @@ def build_app(bot) -> gr.Blocks:
     ui = Handlers(bot)
     with gr.Blocks(title="ICML 2025 papers chatbot", analytics_enabled=False) as app:
         gr.Markdown("# Ask the ICML 2025 papers")
-        status = gr.Markdown(f"**Model:** {ui.model}", elem_id="model-indicator")
+        status = gr.Markdown(f"**Model:** {ui.model_md}", elem_id="model-indicator")
         turns = gr.State([])
         docs = gr.State([])
         with gr.Tabs():
@@ -346,18 +361,23 @@ def _chat_tab(limit: int) -> ChatTab:
                 feedback_options=("Like", "Dislike"),
                 placeholder="Ask a question about the ICML 2025 paper summaries.",
                 buttons=["copy"],
+                # The page follows a new question itself (webassets.JS: followChat).
+                autoscroll=False,
             )
             with gr.Row():
+                # No max_length: a pasted question over the limit is kept whole for the user to
+                # shorten, and the counter says by how much; the box grows to a few lines only,
+                # so the counter below it stays on screen.
                 box = gr.Textbox(
                     elem_id="question",
                     placeholder="Ask a question and press Enter",
                     show_label=False,
                     scale=5,
                     autofocus=True,
-                    max_length=limit,
+                    max_lines=4,
                 )
                 send = gr.Button("Send", variant="primary", scale=1, elem_id="send")
-                # Shown instead of nothing while an answer is written; Send is disabled then.
+                # Takes Send's place while an answer is written, so the box keeps its width.
                 stop = gr.Button("Stop", variant="stop", scale=1, visible=False, elem_id="stop")
             count = gr.HTML(counter_html(0, limit), elem_id="question-count")
             # The chat's own trash icon is the one way to clear it (and start a new conversation).
@@ -380,28 +400,32 @@ def _chat_tab(limit: int) -> ChatTab:
 
 def _wire_chat(ui: Handlers, tab: ChatTab, turns: gr.State, limit: int) -> None:
     """Connect the chat tab's events to their handlers."""
-    # The question leaves the box in a quick step of its own, so what is typed next is never
-    # cleared by an answer starting late; `asked` carries it to the answer (None: nothing asked).
-    # The quick steps are queued too, each in its own group: unqueued ones carry no session id.
-    asked = gr.State(None)
-    taken = [tab.box, asked, tab.send, tab.stop]
+    # The page itself moves the question from the box into the chat (`submit_js`): it shows at
+    # once, and what is typed next is never cleared by a reply arriving late. `asked` (a field
+    # the page can write, unlike a State) carries it to the server ("": nothing asked). The quick
+    # steps are queued too, each in its own group: unqueued ones carry no session id.
+    asked = gr.Textbox(visible=False)
+    sent = [tab.box, asked, tab.chat, tab.count]
+    page_submit = {"fn": None, "inputs": [tab.box, tab.chat], "outputs": sent, **PRIVATE}
+    page_submit["js"] = submit_js(limit)
+    taken = [asked, tab.send, tab.stop, tab.box]
     outputs = [tab.chat, tab.sources, turns, tab.download, tab.send, tab.stop]
     now = {**PRIVATE, "show_progress": "hidden"}
-    tab.box.submit(ui.take, tab.box, taken, **now).then(
+    tab.box.submit(**page_submit).then(ui.take, asked, taken, **now).then(
         ui.respond, [asked, turns], outputs, **PRIVATE
     )
-    tab.send.click(ui.take, tab.box, taken, **now).then(
+    tab.send.click(**page_submit).then(ui.take, asked, taken, **now).then(
         ui.respond, [asked, turns], outputs, **PRIVATE
     )
-    tab.examples.click(ui.example, tab.examples, tab.box, **now).then(
-        ui.take, tab.box, taken, **now
+    tab.examples.click(ui.example, tab.examples, tab.box, **now).then(**page_submit).then(
+        ui.take, asked, taken, **now
     ).then(ui.respond, [asked, turns], outputs, **PRIVATE)
     tab.chat.retry(ui.retry, turns, [turns, asked, tab.send, tab.stop], **now).then(
         ui.respond, [asked, turns], outputs, **PRIVATE
     )
     tab.stop.click(ui.stop, None, None, **now)
     # The counter runs in the browser: no request per keystroke.
-    count_js = f"(text) => {counter_js(limit)}"
+    count_js = f"(text) => window.questionCounter(text, {limit}, false)"
     tab.box.change(None, tab.box, tab.count, js=count_js, **PRIVATE)
     cleared = [tab.chat, turns, tab.sources, tab.download]
     tab.chat.clear(ui.clear, None, cleared, **PRIVATE)
@@ -449,8 +473,8 @@ def _pieces(stream, stop: threading.Event) -> Iterator[tuple[str, dict[int, int]
 
 
 def _busy(running: bool) -> tuple[gr.Button, gr.Button]:
-    """The Send and Stop buttons while an answer is written (running) and after."""
-    return gr.Button(interactive=not running), gr.Button(visible=running)
+    """The Send and Stop buttons while an answer is written (running) and after: one shows."""
+    return gr.Button(visible=not running, interactive=not running), gr.Button(visible=running)
 
 
 def parse_auth(auth: str | tuple[str, str] | None) -> tuple[str, str] | None:

@@ -11,33 +11,29 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ChatbotError, ModelError
+from .webcite import flag_html, linkify, marker_evidence, put_flags, why, with_flags
 
 FEEDBACK_FILE = "feedback.jsonl"
 NO_SOURCES = "<p class='hint'>The sources of the latest answer appear here.</p>"
 # Marks a reply that is not an answer (an error, a cut-off answer): the page hides its feedback
 # buttons, as Gradio's Chatbot shows them on every reply, and a vote on it is never saved.
 NO_FEEDBACK = "<span class='no-feedback'></span>"
-_MARKER = re.compile(r"\[(\d+)\]")
+# Marks the answer being written: the page hides its copy and vote buttons until it is complete.
+WRITING = "<span class='writing'></span>"
 # A `!` opening an image (`![alt](url)`, `![alt][ref]`), with the backslashes before it: an odd
 # number already escapes it. A `<` opening an HTML tag, comment or declaration.
 _IMAGE = re.compile(r"(\\*)!(?=\[)")
 _TAG = re.compile(r"<(?=[A-Za-z/!?])")
 _FEEDBACK_LOCK = threading.Lock()
-# How much of a quote a citation link previews, how long a passage is shown whole, and how much
-# of a longer passage is shown around its quote (characters).
-QUOTE_PREVIEW = 300
+# How long a passage is shown whole, and how much of a longer passage is shown around its quote
+# (characters).
 SHORT_PASSAGE = 400
 EXCERPT_CONTEXT = 120
-# A download's name keeps this much of its first question.
+# A download's name keeps this much of its first question; the sources panel's header this much
+# of the question it answers; the ⚠ legend this much of each flagged sentence.
 DOWNLOAD_NAME_CHARS = 60
-# Why a sentence of an answer is flagged ⚠, by `Unsupported.reason`.
-UNSUPPORTED_WHY = {
-    "not_found": "Not found in the cited source",
-    "uncited": "Cites no source",
-}
-# Stands for the ⚠ flag while the text is made inert, which escapes all HTML: private-use
-# characters no answer contains, around the index of the flagged sentence.
-_FLAG = re.compile("\ue000(\\d+)\ue001")
+HEADER_QUESTION_CHARS = 120
+LEGEND_SENTENCE_CHARS = 140
 
 
 def friendly(e: ChatbotError) -> str:
@@ -62,36 +58,18 @@ def inert(text: str) -> str:
     return _TAG.sub("&lt;", text)
 
 
-def linkify(text: str, answer: int, quotes: dict[int, str] | None = None) -> str:
-    """`text` with each `[n]` marker a Markdown link to source n of answer `answer`.
-
-    A link whose source has a quote carries it as its title: hovering `[n]` previews the sentence.
-    """
-    quotes = quotes or {}
-
-    def link(m: re.Match) -> str:
-        n = int(m[1])
-        quote = " ".join(quotes.get(n, "").split())
-        if len(quote) > QUOTE_PREVIEW:
-            quote = quote[:QUOTE_PREVIEW].rstrip() + "…"
-        title = ' "' + html.escape(quote, quote=True) + '"' if quote else ""
-        return f"[[{n}]](#src-{answer}-{n}{title})"
-
-    return _MARKER.sub(link, text)
-
-
-def _quotes(turn: dict[str, Any]) -> dict[int, str]:
-    return {c["n"]: c.get("quote", "") for c in turn.get("citations", [])}
-
-
 def marked(text: str, spans: list[list[int]] | list[tuple[int, int]]) -> str:
-    """`text` escaped, each `(start, end)` span in `<mark>`: the pieces escaped, not the marks."""
+    """`text` escaped, each `(start, end)` span in `<mark>`: the pieces escaped, not the marks.
+
+    Each mark names its span's index (`data-span`), so that `[n]` can light up its own.
+    """
     out, at = [], 0
-    for start, end in sorted(spans):
+    for i, (start, end) in sorted(enumerate(spans), key=lambda x: tuple(x[1])):
         start, end = max(start, at), min(end, len(text))
         if start >= end:
             continue
-        out += [html.escape(text[at:start]), f"<mark>{html.escape(text[start:end])}</mark>"]
+        mark = f"<mark data-span='{i}'>{html.escape(text[start:end])}</mark>"
+        out += [html.escape(text[at:start]), mark]
         at = end
     out.append(html.escape(text[at:]))
     return "".join(out)
@@ -110,9 +88,8 @@ def _passage(c: dict[str, Any]) -> str:
         start = text.find(" ", start) + 1 or start
     if end < len(text):
         end = text.rfind(" ", start, end) if " " in text[start:end] else end
-    inside = [
-        (max(a, start) - start, min(b, end) - start) for a, b in spans if b > start and a < end
-    ]
+    # Every span keeps its place in the list (an empty one outside the excerpt): marks name it.
+    inside = [(max(a, start) - start, max(min(b, end) - start, 0)) for a, b in spans]
     excerpt = ("…" if start else "") + marked(text[start:end], inside)
     excerpt += "…" if end < len(text) else ""
     return (
@@ -158,16 +135,26 @@ def _section(answer: int, turn: dict[str, Any], shown: bool) -> str:
     elif turn.get("error"):
         state = "error"
         body = "<p class='hint'>No sources: this question could not be answered.</p>"
-    elif not turn["citations"]:
+    elif not turn["citations"] and (turn.get("abstained") or not turn.get("retrieved")):
         state = "answered"
         body = "<p class='hint'>No sources: the papers in the index do not cover this question.</p>"
+    elif not turn["citations"]:
+        # Written, but citing nothing: show what it was given rather than deny the papers hold it.
+        state = "answered"
+        hint = "The answer cites none of the passages it was given: nothing backs it. They were:"
+        cards = [{**p, "n": None} for p in turn["retrieved"]]
+        body = f"<p class='hint'>{hint}</p>" + "".join(_card(answer, c) for c in cards)
     else:
         state = "answered"
         body = "".join(_card(answer, c) for c in turn["citations"])
+    question = " ".join(turn["question"].split())
+    if len(question) > HEADER_QUESTION_CHARS:
+        question = question[:HEADER_QUESTION_CHARS].rsplit(" ", 1)[0] + "…"
     head = (
         f"<div class='for-question'>Sources of answer {answer}: "
-        f"<q>{html.escape(turn['question'])}</q></div>"
+        f"<q>{html.escape(question)}</q></div>"
     )
+    head += _legend(turn.get("unsupported") or [])
     if turn.get("narrowed"):
         # "papers by Ding", "in 2021": the question itself limited which papers were searched.
         limits = html.escape("; ".join(turn["narrowed"]))
@@ -180,6 +167,22 @@ def _section(answer: int, turn: dict[str, Any], shown: bool) -> str:
     return (
         f"<section class='answer-sources' id='answer-{answer}' data-state='{state}'{hidden}>"
         f"{back}{head}{body}</section>"
+    )
+
+
+def _legend(unsupported: list[dict[str, Any]]) -> str:
+    """What each ⚠ of the answer says, readable without hovering: its sentence and why."""
+    if not unsupported:
+        return ""
+    items = []
+    for u in unsupported:
+        sentence = " ".join(u.get("sentence", "").split())
+        if len(sentence) > LEGEND_SENTENCE_CHARS:
+            sentence = sentence[:LEGEND_SENTENCE_CHARS].rsplit(" ", 1)[0] + "…"
+        items.append(f"<li><q>{html.escape(sentence)}</q>: {html.escape(why(u).lower())}</li>")
+    return (
+        "<div class='flags'><p>⚠ marks a sentence its sources do not back:</p>"
+        f"<ul>{''.join(items)}</ul></div>"
     )
 
 
@@ -262,8 +265,9 @@ def chat_messages(turns: list[dict[str, Any]], partial: str | None = None) -> li
         elif turn.get("error"):
             content = f"⚠️ **Could not answer.** {turn['error']}"
         else:
-            text = _with_flags(turn["answer"], turn.get("unsupported") or [])
-            content = linkify(text, answer, _quotes(turn))
+            text = with_flags(turn["answer"], turn.get("unsupported") or [])
+            evidence = marker_evidence(turn["answer"], turn.get("citations") or [])
+            content = linkify(text, answer, evidence)
         messages.append({"role": "assistant", "content": content})
     if partial is not None:
         messages[-1]["content"] = linkify(partial, len(turns)) or "…"
@@ -271,39 +275,12 @@ def chat_messages(turns: list[dict[str, Any]], partial: str | None = None) -> li
     for i, turn in enumerate(turns):
         if turn.get("unsupported"):
             message = messages[2 * i + 1]
-            message["content"] = _put_flags(message["content"], turn["unsupported"], _flag_html)
+            message["content"] = put_flags(message["content"], turn["unsupported"], flag_html)
         if turn.get("error") or turn.get("stopped"):
             messages[2 * i + 1]["content"] += NO_FEEDBACK
+    if partial is not None:
+        messages[-1]["content"] += WRITING
     return messages
-
-
-def _with_flags(text: str, unsupported: list[dict[str, Any]]) -> str:
-    """`text` with a placeholder for the ⚠ flag after each unsupported sentence."""
-    out, at = [], 0
-    ends = sorted((u["end"], i) for i, u in enumerate(unsupported))
-    for end, i in ends:
-        end = min(max(end, at), len(text))
-        out += [text[at:end], f"\ue000{i}\ue001"]
-        at = end
-    return "".join([*out, text[at:]])
-
-
-def _put_flags(text: str, unsupported: list[dict[str, Any]], render) -> str:
-    """`text` with each flag placeholder replaced by `render(its Unsupported dict)`."""
-    return _FLAG.sub(lambda m: render(unsupported[int(m[1])]), text)
-
-
-def _why(u: dict[str, Any]) -> str:
-    return UNSUPPORTED_WHY.get(u.get("reason", ""), "Not supported by its sources")
-
-
-def _flag_html(u: dict[str, Any]) -> str:
-    """The ⚠ after an unsupported sentence; its title says why, on hover and to screen readers.
-
-    The chat's sanitizer drops aria-label; an image's title is its accessible name.
-    """
-    why = html.escape(_why(u), quote=True)
-    return f" <span class='unsupported' role='img' title='{why}'>⚠</span>"
 
 
 def history_of(turns: list[dict[str, Any]]) -> list[dict[str, str]]:
@@ -331,8 +308,8 @@ def conversation_markdown(turns: list[dict[str, Any]], model: str) -> str:
             lines += [f"_Could not answer: {turn['error']}_", ""]
             continue
         unsupported = turn.get("unsupported") or []
-        answer = _with_flags(turn["answer"], unsupported)
-        answer = _put_flags(answer, unsupported, lambda u: f" ⚠ _({_why(u).lower()})_")
+        answer = with_flags(turn["answer"], unsupported)
+        answer = put_flags(answer, unsupported, lambda u: f" ⚠ _({why(u).lower()})_")
         lines += [answer, ""]
         if turn["citations"]:
             lines += ["Sources:", ""]
@@ -345,16 +322,11 @@ def conversation_markdown(turns: list[dict[str, Any]], model: str) -> str:
 
 
 def counter_html(length: int, limit: int) -> str:
-    """The question box's counter, e.g. '1,234 / 2,000 characters'."""
+    """The question box's counter, e.g. '1,234 / 2,000 characters'.
+
+    The page keeps it up to date itself (`questionCounter` in webassets.JS), in the same words.
+    """
     return f"<span class='hint'>{length:,} / {limit:,} characters</span>"
-
-
-def counter_js(limit: int) -> str:
-    """A JavaScript expression giving `counter_html` of the string `text`, for the browser."""
-    return (
-        "`<span class='hint'>${(text || '').length.toLocaleString('en-US')} / "
-        f"{limit:,} characters</span>`"
-    )
 
 
 def download_name(question: str, day: date) -> str:
