@@ -25,13 +25,14 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import SecretStr
 from starlette.concurrency import run_in_threadpool
-from starlette.routing import BaseRoute
+from starlette.routing import BaseRoute, Match
 
 from .apiformat import (
     MODEL_ID,
     ApiError,
     Reply,
     api_error,
+    cited,
     conversation,
     event,
     extras,
@@ -244,7 +245,8 @@ class Api:
         answer = stream.answer
         if tail := sources(answer.citations):
             yield reply.chunk({"content": tail}, **more)
-        yield reply.chunk({}, "stop", **more, **extras(answer))
+        # The last chunk's delta carries the sources as data, as a whole reply's message does.
+        yield reply.chunk(cited(answer), "stop", **more, **extras(answer))
         if include_usage:
             yield event(
                 {**reply.head("chat.completion.chunk"), "choices": [], "usage": usage(answer)}
@@ -269,6 +271,9 @@ async def _body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
+_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+
 def routes(bot: Any, key: SecretStr | None, limit: int, *, locked: bool = False) -> list[BaseRoute]:
     """The API's routes, to serve beside the web UI or alone."""
     api = Api(bot, Access(key, locked), limit, QUEUE_WAIT)
@@ -276,6 +281,29 @@ def routes(bot: Any, key: SecretStr | None, limit: int, *, locked: bool = False)
     router.add_api_route("/models", api.models, methods=["GET"])
     router.add_api_route("/models/{model}", api.model_info, methods=["GET"])
     router.add_api_route("/chat/completions", api.completions, methods=["POST"])
+    served = list(router.routes)
+
+    async def elsewhere(request: Request) -> Response:
+        """Any other method or path under /v1: 405 or 404 in OpenAI's error shape."""
+        for route in served:
+            match, _ = route.matches(request.scope)
+            if match == Match.PARTIAL:  # the path is served, with another method
+                allowed = ", ".join(sorted(getattr(route, "methods", ())))
+                return ApiError(
+                    405,
+                    f"{request.method} is not allowed on {request.url.path}: use {allowed}.",
+                    code="method_not_allowed",
+                    headers={"allow": allowed},
+                ).response()
+        return ApiError(
+            404,
+            f"{request.url.path} is not served here: this API serves POST /v1/chat/completions, "
+            "GET /v1/models and GET /v1/models/{model}.",
+            code="unknown_url",
+        ).response()
+
+    # After the served routes: only what none of them takes in full reaches it.
+    router.add_api_route("/{path:path}", elsewhere, methods=_METHODS)
     return list(router.routes)
 
 

@@ -20,12 +20,14 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .errors import ChatbotError, ModelError, OptionError, QuestionError
+from .tokens import count_tokens
 
 log = logging.getLogger(__name__)
 
 MODEL_ID = "icml-chatbot"
 # The sources list the content ends with; earlier assistant messages sent back lose it, so the
 # model sees the conversation as it wrote it.
+_MARKER = re.compile(r"\[(\d+)\]")
 _SOURCES = re.compile(r"\n\nSources:\n(?:- \[\d+\][^\n]*(?:\n|\Z))+\s*\Z")
 _UNEXPECTED = (
     "Something went wrong on the server while answering. Try again; if it keeps happening, "
@@ -83,7 +85,8 @@ def api_error(e: Exception) -> ApiError:
 
 
 class _Open(BaseModel):
-    # Fields this server does not use (temperature, tools, n…) are accepted and ignored.
+    # Fields this server does not know are kept and ignored, as sampling settings are (see
+    # `IGNORED`); those it knows it cannot honour are refused by `check_supported`.
     model_config = ConfigDict(extra="allow")
 
 
@@ -106,6 +109,12 @@ class Message(_Open):
             return "\n".join(p.text for p in self.content if p.type == "text" and p.text)
         return self.content or ""
 
+    def other_parts(self) -> list[str]:
+        """The kinds of content part this server cannot read (images, audio, files)."""
+        if not isinstance(self.content, list):
+            return []
+        return [p.type for p in self.content if p.type not in ("text", "refusal")]
+
 
 class StreamOptions(_Open):
     """`stream_options`: whether the last chunk carries the token usage."""
@@ -114,12 +123,23 @@ class StreamOptions(_Open):
 
 
 class ChatRequest(_Open):
-    """The body of `POST /v1/chat/completions`; `model` is accepted, the chatbot answers."""
+    """The body of `POST /v1/chat/completions`; `check_supported` refuses what it cannot do."""
 
     messages: list[Message]
     model: str | None = None
     stream: bool | None = False
     stream_options: StreamOptions | None = None
+    n: int | None = None
+    tools: list[Any] | None = None
+    functions: list[Any] | None = None
+    tool_choice: Any = None
+    function_call: Any = None
+    response_format: dict[str, Any] | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    modalities: list[str] | None = None
+    audio: Any = None
+    prediction: Any = None
 
     @property
     def include_usage(self) -> bool:
@@ -130,7 +150,7 @@ class ChatRequest(_Open):
 def parse_request(body: bytes) -> ChatRequest:
     """The request in `body`, or a 400 ApiError naming what is wrong."""
     try:
-        return ChatRequest.model_validate_json(body or b"{}")
+        ask = ChatRequest.model_validate_json(body or b"{}")
     except ValidationError as e:
         first = e.errors()[0]
         if first["type"] == "json_invalid":
@@ -140,6 +160,73 @@ def parse_request(body: bytes) -> ChatRequest:
         param = ".".join(str(part) for part in first["loc"]) or None
         where = f" at {param}" if param else ""
         raise ApiError(400, f"Invalid request{where}: {first['msg']}.", param=param) from None
+    check_supported(ask)
+    return ask
+
+
+# Sampling settings (temperature, top_p, seed, stop, max_tokens, penalties, user, metadata…) are
+# accepted and have no effect: the answer is the chatbot's pipeline's, quoted or written from the
+# passages, not a sample the client tunes.
+
+
+def _unsupported(param: str, what: str) -> ApiError:
+    return ApiError(
+        400,
+        f"{what} is not supported by this server: it answers one question at a time, in text, "
+        f"from the indexed papers. Leave out '{param}'.",
+        code="unsupported_parameter",
+        param=param,
+    )
+
+
+def check_supported(ask: ChatRequest) -> None:
+    """Raise the ApiError OpenAI would for a model, or a parameter, this server cannot honour.
+
+    An unknown model is a 404 as `GET /v1/models/{model}` says; a missing one, or a parameter
+    asking for something the chatbot cannot do (several choices, tools, JSON output, log
+    probabilities, audio, images), is a 400 naming it. Silently ignoring them would hand the
+    client an answer to a different request.
+    """
+    if not ask.model:
+        raise ApiError(
+            400,
+            f'The request names no model: send "model": "{MODEL_ID}".',
+            code="missing_required_parameter",
+            param="model",
+        )
+    if ask.model != MODEL_ID:
+        raise ApiError(
+            404,
+            f"The model {ask.model!r} does not exist: this server answers as {MODEL_ID!r}.",
+            code="model_not_found",
+            param="model",
+        )
+    if ask.n not in (None, 1):
+        raise _unsupported("n", f"n={ask.n} (several choices per request)")
+    for param in ("tools", "functions"):
+        if getattr(ask, param):
+            raise _unsupported(param, "Tool calling")
+    for param in ("tool_choice", "function_call"):
+        if getattr(ask, param) not in (None, "none", "auto"):
+            raise _unsupported(param, "Tool calling")
+    kind = (ask.response_format or {}).get("type", "text")
+    if kind != "text":
+        raise _unsupported("response_format", f"response_format {kind!r} (structured output)")
+    if ask.logprobs or ask.top_logprobs:
+        raise _unsupported("logprobs" if ask.logprobs else "top_logprobs", "Log probabilities")
+    if ask.audio is not None or any(m != "text" for m in ask.modalities or []):
+        raise _unsupported("audio" if ask.audio is not None else "modalities", "Audio output")
+    if ask.prediction is not None:
+        raise _unsupported("prediction", "Predicted output")
+    for i, message in enumerate(ask.messages):
+        if parts := message.other_parts():
+            raise ApiError(
+                400,
+                f"Message {i} holds {', '.join(sorted(set(parts)))} content: this server reads "
+                "text only. Send the question as text.",
+                code="unsupported_content",
+                param=f"messages.{i}.content",
+            )
 
 
 def conversation(messages: Sequence[Message]) -> tuple[str, list[dict[str, str]]]:
@@ -177,9 +264,12 @@ def sources(citations: Sequence[Any]) -> str:
         return ""
     lines = []
     for c in citations:
-        title = " ".join(c.title.split()) or c.doc_id
-        lines.append(f"- [{c.n}] {title}" + (f" — {c.url}" if c.url else ""))
+        lines.append(f"- [{c.n}] {_title(c)}" + (f" — {c.url}" if c.url else ""))
     return "\n\nSources:\n" + "\n".join(lines)
+
+
+def _title(citation: Any) -> str:
+    return " ".join(citation.title.split()) or citation.doc_id
 
 
 def content(answer: Any) -> str:
@@ -187,11 +277,49 @@ def content(answer: Any) -> str:
     return answer.text + sources(answer.citations)
 
 
-def usage(answer: Any | None) -> dict[str, int]:
-    """The answer's token counts in OpenAI's shape (zeros for a model that counts none)."""
-    counts = answer.usage if answer is not None else {}
-    keys = ("prompt_tokens", "completion_tokens", "total_tokens")
-    return {key: int(counts.get(key, 0)) for key in keys}
+def usage(answer: Any) -> dict[str, int]:
+    """The answer's token counts in OpenAI's shape.
+
+    A model server's own counts (or the chatbot's estimate of them) when a model was asked;
+    for the offline model, which reports none, the cl100k tokens of what it read (the question
+    and the passages it was shown) and of the reply's content.
+    """
+    counts = answer.usage or {}
+    prompt = int(counts.get("prompt_tokens", 0))
+    completion = int(counts.get("completion_tokens", 0))
+    if not prompt:
+        read = [answer.standalone_question or answer.question]
+        read += [f"{p.title}\n{p.text}" for p in answer.passages]
+        prompt = count_tokens("\n\n".join(read))
+        completion = count_tokens(content(answer))
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def annotations(answer: Any) -> list[dict[str, Any]]:
+    """OpenAI's `url_citation` annotations: each `[n]` marker of the reply's content, with the
+    link and title of the source it cites (sources without a link are in `citations` only)."""
+    by_n = {c.n: c for c in answer.citations}
+    found = []
+    for m in _MARKER.finditer(answer.text):
+        c = by_n.get(int(m.group(1)))
+        if c is None or not c.url:
+            continue
+        cite = {"url": c.url, "title": _title(c), "start_index": m.start(), "end_index": m.end()}
+        found.append({"type": "url_citation", "url_citation": cite})
+    return found
+
+
+def cited(answer: Any) -> dict[str, Any]:
+    """What a reply's message (or its last stream chunk) carries beside its content: the
+    sources as `citations`, as `ask --json` gives them, and as OpenAI `annotations`."""
+    return {
+        "annotations": annotations(answer),
+        "citations": [c.to_dict() for c in answer.citations],
+    }
 
 
 def extras(answer: Any) -> dict[str, Any]:
@@ -217,7 +345,12 @@ class Reply:
 
     def completion(self, answer: Any) -> dict[str, Any]:
         """The whole reply, for a request without `stream`."""
-        message = {"role": "assistant", "content": content(answer), "refusal": None}
+        message = {
+            "role": "assistant",
+            "content": content(answer),
+            "refusal": None,
+            **cited(answer),
+        }
         choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}
         return {
             **self.head("chat.completion"),
