@@ -21,7 +21,7 @@ step() { echo "--- $* ($(date +%T))"; }
 
 step "build the wheel from a copy of the source (no build output lands in the checkout)"
 mkdir "$TMP/src"
-cp -r "$ROOT"/{pyproject.toml,README.md,chatbot,prompts,corpus} "$TMP/src/"
+cp -r "$ROOT"/{pyproject.toml,README.md,LICENSE,chatbot,prompts,corpus} "$TMP/src/"
 find "$TMP/src" -name __pycache__ -prune -exec rm -rf {} +
 "$PYTHON" -m venv "$TMP/venv"
 pip=("$TMP/venv/bin/pip" -q --disable-pip-version-check)

@@ -98,7 +98,7 @@ def _source_copy(tmp_path: Path) -> Path:
     """What the package is built from, copied so no build output lands in the checkout."""
     src = tmp_path / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, src)
     for name in ("chatbot", "prompts", "corpus"):
         shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
@@ -143,6 +143,24 @@ def test_the_sdist_and_the_wheel_carry_the_prompts_and_the_corpus(dist):
     data = "chatbot/_data/"
     assert sorted(n[len(data) + 8 :] for n in names if n.startswith(data + "prompts/")) == prompts
     assert sorted(n[len(data) + 7 :] for n in names if n.startswith(data + "corpus/")) == corpus
+
+
+@pytest.mark.slow
+def test_the_wheel_declares_its_licence_and_carries_its_type_hints(dist):
+    (wheel,) = dist.glob("*.whl")
+    archive = zipfile.ZipFile(wheel)
+    names = archive.namelist()
+    assert "chatbot/py.typed" in names, "type checkers read the package's hints (PEP 561)"
+    (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+    fields = archive.read(metadata).decode().split("\n\n", 1)[0].splitlines()
+    assert "License-Expression: MIT" in fields, f"an SPDX licence string: {fields}"
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), "the licence text"
+    requires = [f.split(": ", 1)[1] for f in fields if f.startswith("Requires-Dist: ")]
+    assert not any(r.split(">")[0].split("=")[0] == "langchain" for r in requires), (
+        "the code imports langchain-core and friends, never the langchain package"
+    )
+    unbounded = [r for r in requires if "extra ==" not in r and "<" not in r and "==" not in r]
+    assert not unbounded, f"each dependency has an upper bound: {unbounded}"
 
 
 @pytest.mark.slow
