@@ -90,6 +90,7 @@ __all__ = [
     "StoreReadOnlyError",
     "Support",
     "Unsupported",
+    "__version__",
     "parse_where",
 ]
 __version__ = "0.1.0"

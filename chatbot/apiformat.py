@@ -1,4 +1,4 @@
-"""The OpenAI chat protocol's shapes: a request read, a reply, its stream chunks and its errors.
+"""The OpenAI chat protocol's shapes: a reply, its stream chunks, its sources and its errors.
 
 Plain functions of plain values, so the shapes are checked without a server; `api.py` serves them.
 The reply's content is the answer with its `[n]` markers followed by the sources as a list, so
@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .errors import ChatbotError, ModelError, OptionError, QuestionError
 from .tokens import count_tokens
@@ -81,173 +80,7 @@ def api_error(e: Exception) -> ApiError:
     return ApiError(500, _UNEXPECTED, "server_error", "internal_error")
 
 
-# -- the request --------------------------------------------------------------------------------
-
-
-class _Open(BaseModel):
-    # Fields this server does not know are kept and ignored, as sampling settings are (see
-    # `IGNORED`); those it knows it cannot honour are refused by `check_supported`.
-    model_config = ConfigDict(extra="allow")
-
-
-class ContentPart(_Open):
-    """One piece of a message's content; only text parts are read."""
-
-    type: str
-    text: str | None = None
-
-
-class Message(_Open):
-    """One message of the conversation the client sends."""
-
-    role: str
-    content: str | list[ContentPart] | None = None
-
-    def text(self) -> str:
-        """The message's text, its text parts joined."""
-        if isinstance(self.content, list):
-            return "\n".join(p.text for p in self.content if p.type == "text" and p.text)
-        return self.content or ""
-
-    def other_parts(self) -> list[str]:
-        """The kinds of content part this server cannot read (images, audio, files)."""
-        if not isinstance(self.content, list):
-            return []
-        return [p.type for p in self.content if p.type not in ("text", "refusal")]
-
-
-class StreamOptions(_Open):
-    """`stream_options`: whether the last chunk carries the token usage."""
-
-    include_usage: bool | None = False
-
-
-class ChatRequest(_Open):
-    """The body of `POST /v1/chat/completions`; `check_supported` refuses what it cannot do."""
-
-    messages: list[Message]
-    model: str | None = None
-    stream: bool | None = False
-    stream_options: StreamOptions | None = None
-    n: int | None = None
-    tools: list[Any] | None = None
-    functions: list[Any] | None = None
-    tool_choice: Any = None
-    function_call: Any = None
-    response_format: dict[str, Any] | None = None
-    logprobs: bool | None = None
-    top_logprobs: int | None = None
-    modalities: list[str] | None = None
-    audio: Any = None
-    prediction: Any = None
-
-    @property
-    def include_usage(self) -> bool:
-        """Whether a streamed reply ends with a usage chunk."""
-        return bool(self.stream_options and self.stream_options.include_usage)
-
-
-def parse_request(body: bytes) -> ChatRequest:
-    """The request in `body`, or a 400 ApiError naming what is wrong."""
-    try:
-        ask = ChatRequest.model_validate_json(body or b"{}")
-    except ValidationError as e:
-        first = e.errors()[0]
-        if first["type"] == "json_invalid":
-            raise ApiError(
-                400, "The request body is not valid JSON: send a JSON object.", code="invalid_json"
-            ) from None
-        param = ".".join(str(part) for part in first["loc"]) or None
-        where = f" at {param}" if param else ""
-        raise ApiError(400, f"Invalid request{where}: {first['msg']}.", param=param) from None
-    check_supported(ask)
-    return ask
-
-
-# Sampling settings (temperature, top_p, seed, stop, max_tokens, penalties, user, metadata…) are
-# accepted and have no effect: the answer is the chatbot's pipeline's, quoted or written from the
-# passages, not a sample the client tunes.
-
-
-def _unsupported(param: str, what: str) -> ApiError:
-    return ApiError(
-        400,
-        f"{what} is not supported by this server: it answers one question at a time, in text, "
-        f"from the indexed papers. Leave out '{param}'.",
-        code="unsupported_parameter",
-        param=param,
-    )
-
-
-def check_supported(ask: ChatRequest) -> None:
-    """Raise the ApiError OpenAI would for a model, or a parameter, this server cannot honour.
-
-    An unknown model is a 404 as `GET /v1/models/{model}` says; a missing one, or a parameter
-    asking for something the chatbot cannot do (several choices, tools, JSON output, log
-    probabilities, audio, images), is a 400 naming it. Silently ignoring them would hand the
-    client an answer to a different request.
-    """
-    if not ask.model:
-        raise ApiError(
-            400,
-            f'The request names no model: send "model": "{MODEL_ID}".',
-            code="missing_required_parameter",
-            param="model",
-        )
-    if ask.model != MODEL_ID:
-        raise ApiError(
-            404,
-            f"The model {ask.model!r} does not exist: this server answers as {MODEL_ID!r}.",
-            code="model_not_found",
-            param="model",
-        )
-    if ask.n not in (None, 1):
-        raise _unsupported("n", f"n={ask.n} (several choices per request)")
-    for param in ("tools", "functions"):
-        if getattr(ask, param):
-            raise _unsupported(param, "Tool calling")
-    for param in ("tool_choice", "function_call"):
-        if getattr(ask, param) not in (None, "none", "auto"):
-            raise _unsupported(param, "Tool calling")
-    kind = (ask.response_format or {}).get("type", "text")
-    if kind != "text":
-        raise _unsupported("response_format", f"response_format {kind!r} (structured output)")
-    if ask.logprobs or ask.top_logprobs:
-        raise _unsupported("logprobs" if ask.logprobs else "top_logprobs", "Log probabilities")
-    if ask.audio is not None or any(m != "text" for m in ask.modalities or []):
-        raise _unsupported("audio" if ask.audio is not None else "modalities", "Audio output")
-    if ask.prediction is not None:
-        raise _unsupported("prediction", "Predicted output")
-    for i, message in enumerate(ask.messages):
-        if parts := message.other_parts():
-            raise ApiError(
-                400,
-                f"Message {i} holds {', '.join(sorted(set(parts)))} content: this server reads "
-                "text only. Send the question as text.",
-                code="unsupported_content",
-                param=f"messages.{i}.content",
-            )
-
-
-def conversation(messages: Sequence[Message]) -> tuple[str, list[dict[str, str]]]:
-    """The question (the last user message) and the user and assistant turns before it."""
-    last = max((i for i, m in enumerate(messages) if m.role == "user"), default=None)
-    if last is None:
-        raise ApiError(
-            400,
-            "The request has no user message: the last message with role 'user' is the question.",
-            code="invalid_question",
-            param="messages",
-        )
-    history = [
-        {
-            "role": m.role,
-            "content": without_sources(m.text()) if m.role == "assistant" else m.text(),
-        }
-        for m in messages[:last]
-        if m.role in ("user", "assistant")
-    ]
-    return messages[last].text(), history
+# -- the reply ----------------------------------------------------------------------------------
 
 
 def without_sources(text: str) -> str:
@@ -255,7 +88,15 @@ def without_sources(text: str) -> str:
     return _SOURCES.sub("", text)
 
 
-# -- the reply ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Asked:
+    """A request read: the question, the conversation before it, whether to stream, and the
+    reply in the shape of the API that was asked (Chat Completions or Responses)."""
+
+    question: str
+    history: list[dict[str, str]]
+    stream: bool
+    reply: Any
 
 
 def sources(citations: Sequence[Any]) -> str:
@@ -299,18 +140,25 @@ def usage(answer: Any) -> dict[str, int]:
     }
 
 
+def marked(answer: Any) -> Iterator[tuple[int, int, Any]]:
+    """Each `[n]` marker of the answer: its start and end in the text, and the Citation."""
+    by_n = {c.n: c for c in answer.citations}
+    for m in _MARKER.finditer(answer.text):
+        if (c := by_n.get(int(m.group(1)))) is not None:
+            yield m.start(), m.end(), c
+
+
 def annotations(answer: Any) -> list[dict[str, Any]]:
     """OpenAI's `url_citation` annotations: each `[n]` marker of the reply's content, with the
     link and title of the source it cites (sources without a link are in `citations` only)."""
-    by_n = {c.n: c for c in answer.citations}
-    found = []
-    for m in _MARKER.finditer(answer.text):
-        c = by_n.get(int(m.group(1)))
-        if c is None or not c.url:
-            continue
-        cite = {"url": c.url, "title": _title(c), "start_index": m.start(), "end_index": m.end()}
-        found.append({"type": "url_citation", "url_citation": cite})
-    return found
+    return [
+        {
+            "type": "url_citation",
+            "url_citation": {"url": c.url, "title": _title(c), "start_index": s, "end_index": e},
+        }
+        for s, e, c in marked(answer)
+        if c.url
+    ]
 
 
 def cited(answer: Any) -> dict[str, Any]:
@@ -334,8 +182,13 @@ def extras(answer: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Reply:
-    """The id and creation time every chunk of one reply shares."""
+    """One Chat Completions reply: whole, or as the server-sent events of a stream.
 
+    Every chunk shares the reply's id and creation time; `include_usage` adds the usage chunk
+    a stream ends with (`stream_options.include_usage`).
+    """
+
+    include_usage: bool = False
     id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex}")
     created: int = field(default_factory=lambda: int(time.time()))
 
@@ -343,7 +196,7 @@ class Reply:
         """The fields every `chat.completion` or `chat.completion.chunk` starts with."""
         return {"id": self.id, "object": kind, "created": self.created, "model": MODEL_ID}
 
-    def completion(self, answer: Any) -> dict[str, Any]:
+    def whole(self, answer: Any) -> dict[str, Any]:
         """The whole reply, for a request without `stream`."""
         message = {
             "role": "assistant",
@@ -362,7 +215,31 @@ class Reply:
     def chunk(self, delta: dict[str, Any], finish: str | None = None, **more: Any) -> str:
         """One server-sent event carrying one chunk of a streamed reply."""
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        if self.include_usage:
+            more = {"usage": None, **more}
         return event({**self.head("chat.completion.chunk"), "choices": [choice], **more})
+
+    def start(self) -> list[str]:
+        """The events before the answer's first piece."""
+        return [self.chunk({"role": "assistant", "content": ""})]
+
+    def piece(self, text: str) -> list[str]:
+        """The events carrying one piece of the answer."""
+        return [self.chunk({"content": text})]
+
+    def end(self, answer: Any) -> list[str]:
+        """The events after the last piece: the sources, then the finish (with the sources as
+        data in its delta, as a whole reply's message has them), usage if asked, `[DONE]`."""
+        events = [self.chunk({"content": tail})] if (tail := sources(answer.citations)) else []
+        events.append(self.chunk(cited(answer), "stop", **extras(answer)))
+        if self.include_usage:
+            last = {**self.head("chat.completion.chunk"), "choices": [], "usage": usage(answer)}
+            events.append(event(last))
+        return [*events, event("[DONE]")]
+
+    def failed(self, error: ApiError) -> str:
+        """The event ending a stream the answer broke off: never `[DONE]`."""
+        return event(error.body())
 
 
 def event(data: dict[str, Any] | str) -> str:

@@ -62,3 +62,11 @@ class TestChatbotThroughChatOpenAI(ChatModelIntegrationTests):
     @property
     def returns_usage_metadata(self) -> bool:
         return True
+
+
+class TestChatbotThroughTheResponsesApi(TestChatbotThroughChatOpenAI):
+    """The same suite through `POST /v1/responses`, where LangChain keeps the sources."""
+
+    @property
+    def chat_model_params(self) -> dict:
+        return {**super().chat_model_params, "use_responses_api": True}

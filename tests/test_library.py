@@ -27,7 +27,7 @@ def test_every_type_a_public_method_returns_or_raises_is_exported(data_dir):
     assert all(type(d) is chatbot.Document for d in bot.documents())
     with pytest.raises(chatbot.OptionError):
         bot.retrieve("optimal transport", k=0)
-    for name in chatbot.__all__:
+    for name in set(chatbot.__all__) - {"__version__"}:
         value = getattr(chatbot, name)
         assert getattr(value, "__module__", "").startswith("chatbot"), name
         if inspect.isclass(value):
