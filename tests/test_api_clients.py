@@ -22,6 +22,8 @@ def llm_cli(home: Path, *args: str) -> subprocess.CompletedProcess:
     """`llm ARGS` with its configuration in `home` (LLM_USER_PATH), as a user would run it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LLM_"))}
     env["LLM_USER_PATH"] = str(home)
+    # No plugins a developer or `make install-llama` installed: only the OpenAI models built in.
+    env["LLM_LOAD_PLUGINS"] = ""
     return subprocess.run(
         [str(LLM), *args], env=env, capture_output=True, text=True, timeout=120, check=False
     )
