@@ -15,8 +15,8 @@ from .apiformat import MODEL_ID, ApiError, without_sources
 class Lenient(BaseModel):
     """A request object that keeps fields it does not know."""
 
-    # Fields this server does not know are kept and ignored, as sampling settings are (see
-    # `IGNORED`); those it knows it cannot honour are refused by `check_supported`.
+    # Fields this server does not know are kept and ignored, as sampling settings are (see the
+    # note above `check_model`); those it knows it cannot honour are refused by `check_supported`.
     model_config = ConfigDict(extra="allow")
 
 
