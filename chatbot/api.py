@@ -1,11 +1,12 @@
-"""The chatbot over the OpenAI chat protocol: `POST /v1/chat/completions` and `GET /v1/models`.
+"""The chatbot over OpenAI's protocols: `POST /v1/chat/completions`, `POST /v1/responses` and
+`GET /v1/models`.
 
-Any OpenAI client (the `openai` SDK, simonw's `llm`, Open WebUI, editor plugins) can ask: the
-last user message is the question, the user and assistant messages before it the conversation.
-System messages are ignored: what a client sends is data, never instructions. The request is
-read in `apirequest.py` (Chat Completions) or `apiresponses.py` (Responses), the reply shaped in
-`apiformat.py`; this module decides who may ask, how many answers run at
-once, and serves the routes: beside the web UI (`chatbot serve`) or alone (`--api-only`).
+Any OpenAI client (the `openai` SDK, simonw's `llm`, LangChain, Open WebUI, editor plugins) can
+ask: the last user message is the question, the user and assistant messages before it the
+conversation. System messages are ignored: what a client sends is data, never instructions. The
+request is read in `apirequest.py` (Chat Completions) or `apiresponses.py` (Responses), the reply
+shaped in `apiformat.py`; this module decides who may ask, how many answers run at once, and
+serves the routes: beside the web UI (`chatbot serve`) or alone (`--api-only`).
 """
 
 from __future__ import annotations
