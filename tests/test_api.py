@@ -89,7 +89,7 @@ def test_a_reply_is_the_cited_answer_with_its_sources_as_footnotes_and_as_data(s
 
 
 def test_an_abstention_is_a_normal_reply_without_citations(served):
-    question = "How long do zeppelin hangar acoustics echo?"
+    question = "Who won the 1998 football world cup?"
     reply = client(served).chat.completions.create(model=MODEL, messages=user(question))
     assert reply.choices[0].message.content == "The corpus does not answer this question."
     assert reply.model_extra["citations"] == [] and reply.model_extra["abstained"] is True

@@ -78,7 +78,7 @@ def test_usage_counts_real_tokens_whole_and_streamed(api_url):
 
 def test_an_abstention_still_counts_its_tokens(api_url):
     reply = client(api_url).chat.completions.create(
-        model=MODEL, messages=user("How long do zeppelin hangar acoustics echo?")
+        model=MODEL, messages=user("Who won the 1998 football world cup?")
     )
     assert reply.model_extra["abstained"] is True
     assert reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0, reply.usage
