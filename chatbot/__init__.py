@@ -12,29 +12,39 @@ if TYPE_CHECKING:
         EmbeddingError,
         EmptyIndexError,
         IngestError,
+        KeywordIndexError,
         ModelError,
+        OptionError,
         QuestionError,
+        StoreDamagedError,
         StoreError,
+        StoreReadOnlyError,
     )
+    from .ingest import IngestReport
     from .options import parse_where
     from .pipeline import AnswerStream
     from .qa import Chatbot
     from .records import Fields
+    from .retrieval import ChatbotRetriever
     from .settings import Settings
-    from .types import Answer, Citation, Support, Unsupported
+    from .types import Answer, Citation, Document, Passage, Problem, Support, Unsupported
 
 # Imported on first use: the embedding child process imports `chatbot.embeddings` and would
 # otherwise pay 2 s for LangChain's chat-model modules it never uses.
+# Every type a public method returns or raises is here, so callers and type checkers name them
+# from `chatbot` alone.
 _EXPORTS = {
-    "Answer": ".types",
     "AnswerStream": ".pipeline",
     "Chatbot": ".qa",
-    "Citation": ".types",
+    "ChatbotRetriever": ".retrieval",
     "Fields": ".records",
+    "IngestReport": ".ingest",
     "Settings": ".settings",
-    "Support": ".types",
-    "Unsupported": ".types",
     "parse_where": ".options",
+    **dict.fromkeys(
+        ["Answer", "Citation", "Document", "Passage", "Problem", "Support", "Unsupported"],
+        ".types",
+    ),
     **dict.fromkeys(
         [
             "ChatbotError",
@@ -42,9 +52,13 @@ _EXPORTS = {
             "EmbeddingError",
             "EmptyIndexError",
             "IngestError",
+            "KeywordIndexError",
             "ModelError",
+            "OptionError",
             "QuestionError",
+            "StoreDamagedError",
             "StoreError",
+            "StoreReadOnlyError",
         ],
         ".errors",
     ),
@@ -55,18 +69,28 @@ __all__ = [
     "AnswerStream",
     "Chatbot",
     "ChatbotError",
+    "ChatbotRetriever",
     "Citation",
     "ConfigError",
+    "Document",
     "EmbeddingError",
     "EmptyIndexError",
     "Fields",
     "IngestError",
+    "IngestReport",
+    "KeywordIndexError",
     "ModelError",
+    "OptionError",
+    "Passage",
+    "Problem",
     "QuestionError",
     "Settings",
+    "StoreDamagedError",
     "StoreError",
+    "StoreReadOnlyError",
     "Support",
     "Unsupported",
+    "__version__",
     "parse_where",
 ]
 __version__ = "0.1.0"

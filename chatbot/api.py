@@ -1,10 +1,12 @@
-"""The chatbot over the OpenAI chat protocol: `POST /v1/chat/completions` and `GET /v1/models`.
+"""The chatbot over OpenAI's protocols: `POST /v1/chat/completions`, `POST /v1/responses` and
+`GET /v1/models`.
 
-Any OpenAI client (the `openai` SDK, simonw's `llm`, Open WebUI, editor plugins) can ask: the
-last user message is the question, the user and assistant messages before it the conversation.
-System messages are ignored: what a client sends is data, never instructions. The request and
-reply shapes are in `apiformat.py`; this module decides who may ask, how many answers run at
-once, and serves the routes: beside the web UI (`chatbot serve`) or alone (`--api-only`).
+Any OpenAI client (the `openai` SDK, simonw's `llm`, LangChain, Open WebUI, editor plugins) can
+ask: the last user message is the question, the user and assistant messages before it the
+conversation. System messages are ignored: what a client sends is data, never instructions. The
+request is read in `apirequest.py` (Chat Completions) or `apiresponses.py` (Responses), the reply
+shaped in `apiformat.py`; this module decides who may ask, how many answers run at once, and
+serves the routes: beside the web UI (`chatbot serve`) or alone (`--api-only`).
 """
 
 from __future__ import annotations
@@ -25,21 +27,11 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import SecretStr
 from starlette.concurrency import run_in_threadpool
-from starlette.routing import BaseRoute
+from starlette.routing import BaseRoute, Match
 
-from .apiformat import (
-    MODEL_ID,
-    ApiError,
-    Reply,
-    api_error,
-    conversation,
-    event,
-    extras,
-    parse_request,
-    sources,
-    trimmed,
-    usage,
-)
+from . import apiresponses as responses_api
+from .apiformat import MODEL_ID, ApiError, Asked, Reply, api_error, trimmed
+from .apirequest import conversation, parse_request
 from .errors import ConfigError, EmptyIndexError
 from .webguard import LoginThrottle
 
@@ -188,24 +180,30 @@ class Api:
 
     async def completions(self, request: Request) -> Response:
         """`POST /v1/chat/completions`: the answer, whole or as server-sent events."""
+        return await self._answer(request, chat_completion)
+
+    async def responses(self, request: Request) -> Response:
+        """`POST /v1/responses`: the same answer in the shape of OpenAI's Responses API."""
+        return await self._answer(request, responses_api.read)
+
+    async def _answer(self, request: Request, read: Callable[[bytes], Asked]) -> Response:
         try:
             self.access.check(request)
-            ask = parse_request(await _body(request))
-            question, history = conversation(ask.messages)
+            asked = read(await _body(request))
             await self._acquire()
         except ApiError as e:
             return e.response()
         handed_over = False
         try:
-            stream = await run_in_threadpool(self.bot.stream, question, history)
-            if not ask.stream:
+            stream = await run_in_threadpool(self.bot.stream, asked.question, asked.history)
+            if not asked.stream:
                 answer = await run_in_threadpool(stream.result)
-                return JSONResponse(Reply().completion(answer))
+                return JSONResponse(asked.reply.whole(answer))
             pieces = trimmed(iter(stream))
             # Read up to the first piece before answering 200: a question that cannot be asked
             # or a model that is down gets its status code, not an error inside the stream.
             first = await run_in_threadpool(next, pieces, None)
-            body = self._events(stream, first, pieces, ask.include_usage)
+            body = self._events(asked.reply, stream, first, pieces)
             handed_over = True
             return _Held(body, self.slots.release)
         except Exception as e:
@@ -227,29 +225,29 @@ class Api:
             ) from None
 
     async def _events(
-        self, stream: Any, first: str | None, pieces: Iterator[str], include_usage: bool
+        self, reply: Any, stream: Any, first: str | None, pieces: Iterator[str]
     ) -> AsyncIterator[str]:
-        reply = Reply()
-        more = {"usage": None} if include_usage else {}
-        yield reply.chunk({"role": "assistant", "content": ""}, **more)
+        for e in reply.start():
+            yield e
         try:
             piece = first
             while piece is not None:
-                yield reply.chunk({"content": piece}, **more)
+                for e in reply.piece(piece):
+                    yield e
                 piece = await run_in_threadpool(next, pieces, None)
         except Exception as e:
             # The reply has begun (status 200): the error is the stream's last event.
-            yield event(api_error(e).body())
+            yield reply.failed(api_error(e))
             return
-        answer = stream.answer
-        if tail := sources(answer.citations):
-            yield reply.chunk({"content": tail}, **more)
-        yield reply.chunk({}, "stop", **more, **extras(answer))
-        if include_usage:
-            yield event(
-                {**reply.head("chat.completion.chunk"), "choices": [], "usage": usage(answer)}
-            )
-        yield event("[DONE]")
+        for e in reply.end(stream.answer):
+            yield e
+
+
+def chat_completion(body: bytes) -> Asked:
+    """A Chat Completions request: its question, conversation and reply."""
+    ask = parse_request(body)
+    question, history = conversation(ask.messages)
+    return Asked(question, history, bool(ask.stream), Reply(ask.include_usage))
 
 
 async def _body(request: Request) -> bytes:
@@ -269,6 +267,9 @@ async def _body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
+_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+
 def routes(bot: Any, key: SecretStr | None, limit: int, *, locked: bool = False) -> list[BaseRoute]:
     """The API's routes, to serve beside the web UI or alone."""
     api = Api(bot, Access(key, locked), limit, QUEUE_WAIT)
@@ -276,6 +277,30 @@ def routes(bot: Any, key: SecretStr | None, limit: int, *, locked: bool = False)
     router.add_api_route("/models", api.models, methods=["GET"])
     router.add_api_route("/models/{model}", api.model_info, methods=["GET"])
     router.add_api_route("/chat/completions", api.completions, methods=["POST"])
+    router.add_api_route("/responses", api.responses, methods=["POST"])
+    served = list(router.routes)
+
+    async def elsewhere(request: Request) -> Response:
+        """Any other method or path under /v1: 405 or 404 in OpenAI's error shape."""
+        for route in served:
+            match, _ = route.matches(request.scope)
+            if match == Match.PARTIAL:  # the path is served, with another method
+                allowed = ", ".join(sorted(getattr(route, "methods", ())))
+                return ApiError(
+                    405,
+                    f"{request.method} is not allowed on {request.url.path}: use {allowed}.",
+                    code="method_not_allowed",
+                    headers={"allow": allowed},
+                ).response()
+        return ApiError(
+            404,
+            f"{request.url.path} is not served here: this API serves POST /v1/chat/completions, "
+            "POST /v1/responses, GET /v1/models and GET /v1/models/{model}.",
+            code="unknown_url",
+        ).response()
+
+    # After the served routes: only what none of them takes in full reaches it.
+    router.add_api_route("/{path:path}", elsewhere, methods=_METHODS)
     return list(router.routes)
 
 

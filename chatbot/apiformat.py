@@ -1,4 +1,4 @@
-"""The OpenAI chat protocol's shapes: a request read, a reply, its stream chunks and its errors.
+"""The OpenAI chat protocol's shapes: a reply, its stream chunks, its sources and its errors.
 
 Plain functions of plain values, so the shapes are checked without a server; `api.py` serves them.
 The reply's content is the answer with its `[n]` markers followed by the sources as a list, so
@@ -17,15 +17,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .errors import ChatbotError, ModelError, OptionError, QuestionError
+from .tokens import count_tokens
 
 log = logging.getLogger(__name__)
 
 MODEL_ID = "icml-chatbot"
 # The sources list the content ends with; earlier assistant messages sent back lose it, so the
 # model sees the conversation as it wrote it.
+_MARKER = re.compile(r"\[(\d+)\]")
 _SOURCES = re.compile(r"\n\nSources:\n(?:- \[\d+\][^\n]*(?:\n|\Z))+\s*\Z")
 _UNEXPECTED = (
     "Something went wrong on the server while answering. Try again; if it keeps happening, "
@@ -79,88 +80,7 @@ def api_error(e: Exception) -> ApiError:
     return ApiError(500, _UNEXPECTED, "server_error", "internal_error")
 
 
-# -- the request --------------------------------------------------------------------------------
-
-
-class _Open(BaseModel):
-    # Fields this server does not use (temperature, tools, n…) are accepted and ignored.
-    model_config = ConfigDict(extra="allow")
-
-
-class ContentPart(_Open):
-    """One piece of a message's content; only text parts are read."""
-
-    type: str
-    text: str | None = None
-
-
-class Message(_Open):
-    """One message of the conversation the client sends."""
-
-    role: str
-    content: str | list[ContentPart] | None = None
-
-    def text(self) -> str:
-        """The message's text, its text parts joined."""
-        if isinstance(self.content, list):
-            return "\n".join(p.text for p in self.content if p.type == "text" and p.text)
-        return self.content or ""
-
-
-class StreamOptions(_Open):
-    """`stream_options`: whether the last chunk carries the token usage."""
-
-    include_usage: bool | None = False
-
-
-class ChatRequest(_Open):
-    """The body of `POST /v1/chat/completions`; `model` is accepted, the chatbot answers."""
-
-    messages: list[Message]
-    model: str | None = None
-    stream: bool | None = False
-    stream_options: StreamOptions | None = None
-
-    @property
-    def include_usage(self) -> bool:
-        """Whether a streamed reply ends with a usage chunk."""
-        return bool(self.stream_options and self.stream_options.include_usage)
-
-
-def parse_request(body: bytes) -> ChatRequest:
-    """The request in `body`, or a 400 ApiError naming what is wrong."""
-    try:
-        return ChatRequest.model_validate_json(body or b"{}")
-    except ValidationError as e:
-        first = e.errors()[0]
-        if first["type"] == "json_invalid":
-            raise ApiError(
-                400, "The request body is not valid JSON: send a JSON object.", code="invalid_json"
-            ) from None
-        param = ".".join(str(part) for part in first["loc"]) or None
-        where = f" at {param}" if param else ""
-        raise ApiError(400, f"Invalid request{where}: {first['msg']}.", param=param) from None
-
-
-def conversation(messages: Sequence[Message]) -> tuple[str, list[dict[str, str]]]:
-    """The question (the last user message) and the user and assistant turns before it."""
-    last = max((i for i, m in enumerate(messages) if m.role == "user"), default=None)
-    if last is None:
-        raise ApiError(
-            400,
-            "The request has no user message: the last message with role 'user' is the question.",
-            code="invalid_question",
-            param="messages",
-        )
-    history = [
-        {
-            "role": m.role,
-            "content": without_sources(m.text()) if m.role == "assistant" else m.text(),
-        }
-        for m in messages[:last]
-        if m.role in ("user", "assistant")
-    ]
-    return messages[last].text(), history
+# -- the reply ----------------------------------------------------------------------------------
 
 
 def without_sources(text: str) -> str:
@@ -168,7 +88,15 @@ def without_sources(text: str) -> str:
     return _SOURCES.sub("", text)
 
 
-# -- the reply ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Asked:
+    """A request read: the question, the conversation before it, whether to stream, and the
+    reply in the shape of the API that was asked (Chat Completions or Responses)."""
+
+    question: str
+    history: list[dict[str, str]]
+    stream: bool
+    reply: Any
 
 
 def sources(citations: Sequence[Any]) -> str:
@@ -177,9 +105,12 @@ def sources(citations: Sequence[Any]) -> str:
         return ""
     lines = []
     for c in citations:
-        title = " ".join(c.title.split()) or c.doc_id
-        lines.append(f"- [{c.n}] {title}" + (f" — {c.url}" if c.url else ""))
+        lines.append(f"- [{c.n}] {_title(c)}" + (f" — {c.url}" if c.url else ""))
     return "\n\nSources:\n" + "\n".join(lines)
+
+
+def _title(citation: Any) -> str:
+    return " ".join(citation.title.split()) or citation.doc_id
 
 
 def content(answer: Any) -> str:
@@ -187,11 +118,56 @@ def content(answer: Any) -> str:
     return answer.text + sources(answer.citations)
 
 
-def usage(answer: Any | None) -> dict[str, int]:
-    """The answer's token counts in OpenAI's shape (zeros for a model that counts none)."""
-    counts = answer.usage if answer is not None else {}
-    keys = ("prompt_tokens", "completion_tokens", "total_tokens")
-    return {key: int(counts.get(key, 0)) for key in keys}
+def usage(answer: Any) -> dict[str, int]:
+    """The answer's token counts in OpenAI's shape.
+
+    A model server's own counts (or the chatbot's estimate of them) when a model was asked;
+    for the offline model, which reports none, the cl100k tokens of what it read (the question
+    and the passages it was shown) and of the reply's content.
+    """
+    counts = answer.usage or {}
+    prompt = int(counts.get("prompt_tokens", 0))
+    completion = int(counts.get("completion_tokens", 0))
+    if not prompt:
+        read = [answer.standalone_question or answer.question]
+        read += [f"{p.title}\n{p.text}" for p in answer.passages]
+        prompt = count_tokens("\n\n".join(read))
+        completion = count_tokens(content(answer))
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def marked(answer: Any) -> Iterator[tuple[int, int, Any]]:
+    """Each `[n]` marker of the answer: its start and end in the text, and the Citation."""
+    by_n = {c.n: c for c in answer.citations}
+    for m in _MARKER.finditer(answer.text):
+        if (c := by_n.get(int(m.group(1)))) is not None:
+            yield m.start(), m.end(), c
+
+
+def annotations(answer: Any) -> list[dict[str, Any]]:
+    """OpenAI's `url_citation` annotations: each `[n]` marker of the reply's content, with the
+    link and title of the source it cites (sources without a link are in `citations` only)."""
+    return [
+        {
+            "type": "url_citation",
+            "url_citation": {"url": c.url, "title": _title(c), "start_index": s, "end_index": e},
+        }
+        for s, e, c in marked(answer)
+        if c.url
+    ]
+
+
+def cited(answer: Any) -> dict[str, Any]:
+    """What a reply's message (or its last stream chunk) carries beside its content: the
+    sources as `citations`, as `ask --json` gives them, and as OpenAI `annotations`."""
+    return {
+        "annotations": annotations(answer),
+        "citations": [c.to_dict() for c in answer.citations],
+    }
 
 
 def extras(answer: Any) -> dict[str, Any]:
@@ -206,8 +182,13 @@ def extras(answer: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Reply:
-    """The id and creation time every chunk of one reply shares."""
+    """One Chat Completions reply: whole, or as the server-sent events of a stream.
 
+    Every chunk shares the reply's id and creation time; `include_usage` adds the usage chunk
+    a stream ends with (`stream_options.include_usage`).
+    """
+
+    include_usage: bool = False
     id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex}")
     created: int = field(default_factory=lambda: int(time.time()))
 
@@ -215,9 +196,14 @@ class Reply:
         """The fields every `chat.completion` or `chat.completion.chunk` starts with."""
         return {"id": self.id, "object": kind, "created": self.created, "model": MODEL_ID}
 
-    def completion(self, answer: Any) -> dict[str, Any]:
+    def whole(self, answer: Any) -> dict[str, Any]:
         """The whole reply, for a request without `stream`."""
-        message = {"role": "assistant", "content": content(answer), "refusal": None}
+        message = {
+            "role": "assistant",
+            "content": content(answer),
+            "refusal": None,
+            **cited(answer),
+        }
         choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}
         return {
             **self.head("chat.completion"),
@@ -229,7 +215,31 @@ class Reply:
     def chunk(self, delta: dict[str, Any], finish: str | None = None, **more: Any) -> str:
         """One server-sent event carrying one chunk of a streamed reply."""
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        if self.include_usage:
+            more = {"usage": None, **more}
         return event({**self.head("chat.completion.chunk"), "choices": [choice], **more})
+
+    def start(self) -> list[str]:
+        """The events before the answer's first piece."""
+        return [self.chunk({"role": "assistant", "content": ""})]
+
+    def piece(self, text: str) -> list[str]:
+        """The events carrying one piece of the answer."""
+        return [self.chunk({"content": text})]
+
+    def end(self, answer: Any) -> list[str]:
+        """The events after the last piece: the sources, then the finish (with the sources as
+        data in its delta, as a whole reply's message has them), usage if asked, `[DONE]`."""
+        events = [self.chunk({"content": tail})] if (tail := sources(answer.citations)) else []
+        events.append(self.chunk(cited(answer), "stop", **extras(answer)))
+        if self.include_usage:
+            last = {**self.head("chat.completion.chunk"), "choices": [], "usage": usage(answer)}
+            events.append(event(last))
+        return [*events, event("[DONE]")]
+
+    def failed(self, error: ApiError) -> str:
+        """The event ending a stream the answer broke off: never `[DONE]`."""
+        return event(error.body())
 
 
 def event(data: dict[str, Any] | str) -> str:

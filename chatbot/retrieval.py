@@ -1,10 +1,17 @@
-"""Hybrid retrieval: dense (Chroma) and BM25 scores normalised and combined; abstention."""
+"""Hybrid retrieval: dense (Chroma) and BM25 scores normalised and combined; abstention; the
+same search as a LangChain retriever."""
 
 from __future__ import annotations
 
 import logging
 import threading
 from dataclasses import dataclass, replace
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document as LCDocument
+from langchain_core.retrievers import BaseRetriever
+from pydantic import ConfigDict
 
 from .errors import KeywordIndexError
 from .keyword import KeywordIndex, terms
@@ -221,3 +228,38 @@ def _coverage(query: str, passages: list[Passage]) -> float:
         ),
         default=0.0,
     )
+
+
+class ChatbotRetriever(BaseRetriever):
+    """The chatbot's hybrid search (dense + BM25, with `where`) as a LangChain retriever.
+
+    `ChatbotRetriever(bot=Chatbot(), k=5, where={"year": 2023})` is a Runnable: `.invoke(query)`
+    gives LangChain Documents, best first, each with the passage's metadata plus `doc_id`,
+    `title`, `passage_id` and the fused `score`; it composes into a user's own chain with `|`.
+    """
+
+    # A `chatbot.Chatbot` (typed loosely: the facade sits above this module's layer).
+    bot: Any
+    k: int | None = None
+    where: dict[str, Any] | None = None
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[LCDocument]:
+        passages = self.bot.retrieve(query, k=self.k, where=self.where)
+        return [
+            LCDocument(
+                page_content=p.text,
+                id=p.passage_id,
+                metadata={
+                    **p.metadata,
+                    "doc_id": p.doc_id,
+                    "title": p.title,
+                    "passage_id": p.passage_id,
+                    "score": p.score,
+                },
+            )
+            for p in passages
+        ]

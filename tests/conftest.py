@@ -65,3 +65,16 @@ def bot(settings):
     from chatbot import Chatbot
 
     return Chatbot(settings)
+
+
+@pytest.fixture(scope="session")
+def api_url(built_index, tmp_path_factory):
+    """`chatbot serve --api-only` over a copy of the built index, offline model, no key: its /v1
+    URL, shared by the tests that drive it with other programs' clients."""
+    from chatbot import Chatbot, Settings, api
+
+    data = tmp_path_factory.mktemp("api-clients") / "data"
+    shutil.copytree(built_index, data)
+    running = api.serve(Chatbot(Settings.load(env_file=None, data_dir=data)), port=0, block=False)
+    yield running.url
+    running.close()

