@@ -135,7 +135,7 @@ def dist(tmp_path_factory) -> Path:
 def test_the_sdist_and_the_wheel_carry_the_prompts_and_the_corpus(dist):
     prompts = sorted(p.name for p in PROMPTS.glob("*.txt"))
     corpus = sorted(p.name for p in CORPUS.glob("*.md"))
-    assert len(prompts) == 3 and len(corpus) == 20, "the checkout's own folders"
+    assert len(prompts) == 4 and len(corpus) == 20, "the checkout's own folders"
     (sdist,) = dist.glob("*.tar.gz")
     with tarfile.open(sdist) as tar:
         names = [n.split("/", 1)[1] for n in tar.getnames() if "/" in n]
