@@ -39,6 +39,16 @@ Span = tuple[int, int]
 Judge = Callable[[list[tuple[str, list[Passage]]]], list[bool] | None]
 
 _FIGURE = re.compile(r"\d+(?:[.,]\d+)*")
+# Numbers written as words (a closed class of English): "ten thousand", "hundreds".
+_NUMBER_WORDS = {
+    **{w: i for i, w in enumerate("two three four five six seven eight nine ten eleven".split(), 2)},
+    "twelve": 12, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60,
+    "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100, "thousand": 1000,
+    "million": 10**6, "billion": 10**9, "trillion": 10**12,
+}  # fmt: skip
+# "8 billion", "7B", "1.5M": a figure in digits times a scale.
+_SCALES = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+_SCALED = re.compile(r"(\d+(?:[.,]\d+)*)\s*(hundred|thousand|million|billion|trillion|[KMBT]\b)")
 _NAME = re.compile(
     r"(?<![.!?:]\s)\b(?:[A-Z][a-z]*[A-Z0-9][\w-]*|[A-Z]{2,}[\w-]*|[A-Z]\w*-[\w-]+|[A-Z][a-z]+)"
 )
@@ -63,8 +73,28 @@ class Evidence:
 
 
 def figures(text: str) -> set[str]:
-    """The numbers `text` gives, written without thousands separators ("10,000" → "10000")."""
-    return {m.group(0).replace(",", "") for m in _FIGURE.finditer(text)}
+    """The numbers `text` gives, in digits or words, as plain numbers: "10,000" and "ten
+    thousand" are both "10000", "a hundred" is "100"; "thousands" (no count) is "1000s"."""
+    found = {m.group(0).replace(",", "") for m in _FIGURE.finditer(text)}
+    for count, scale in _SCALED.findall(text):
+        value = float(count.replace(",", "")) * _NUMBER_WORDS.get(
+            scale.lower(), _SCALES.get(scale, 1)
+        )
+        found.add(str(int(value)) if value.is_integer() else str(value))
+    value, plural = 0, False
+    for word in [*re.findall(r"[a-z]+", text.lower()), ""]:
+        unit = _NUMBER_WORDS.get(word.removesuffix("s") if word.endswith("s") else word)
+        if unit is None:
+            if value:
+                found.add(f"{value}s" if plural else str(value))
+            value, plural = 0, False
+            continue
+        if unit >= 100:
+            plural = word.endswith("s") and not value
+            value = (value or 1) * unit
+        else:
+            value += unit
+    return found
 
 
 def proper_names(text: str) -> set[str]:
