@@ -41,7 +41,8 @@ Judge = Callable[[list[tuple[str, list[Passage]]]], list[bool] | None]
 _FIGURE = re.compile(r"\d+(?:[.,]\d+)*")
 # Numbers written as words (a closed class of English): "ten thousand", "hundreds".
 _NUMBER_WORDS = {
-    **{w: i for i, w in enumerate("two three four five six seven eight nine ten eleven".split(), 2)},
+    **{w: i for i, w in enumerate("two three four five six seven eight nine ten".split(), 2)},
+    "eleven": 11,
     "twelve": 12, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60,
     "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100, "thousand": 1000,
     "million": 10**6, "billion": 10**9, "trillion": 10**12,
