@@ -178,7 +178,8 @@ def sources(citations: Sequence[Any]) -> str:
     lines = []
     for c in citations:
         title = " ".join(c.title.split()) or c.doc_id
-        lines.append(f"- [{c.n}] {title}" + (f" — {c.url}" if c.url else ""))
+        page = f", p. {c.page}" if getattr(c, "page", None) else ""
+        lines.append(f"- [{c.n}] {title}{page}" + (f" — {c.url}" if c.url else ""))
     return "\n\nSources:\n" + "\n".join(lines)
 
 

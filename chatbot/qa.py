@@ -95,7 +95,9 @@ class Chatbot:
         from .ingest import sync
 
         roots = list(paths) if paths else [self.settings.corpus_dir]
-        docs, problems = load_documents(roots, fields, self.settings.max_file_bytes)
+        docs, problems = load_documents(
+            roots, fields, self.settings.max_file_bytes, self.settings.max_pdf_pages
+        )
         with self._lock:
             # Counted as a change until it is known that nothing changed (also when interrupted).
             changed_before, self._changed = self._changed, True
@@ -222,6 +224,7 @@ def documents_from_passages(
     texts: Sequence[str], metas: Sequence[dict[str, Any] | None]
 ) -> list[Document]:
     """Documents rebuilt from their stored passages, put back in order and without overlaps."""
+    from .corpus import PLACE
     from .store import RESERVED
 
     chunks: dict[str, list[tuple[int, str]]] = {}
@@ -237,7 +240,8 @@ def documents_from_passages(
             heads[doc_id].get("title") or doc_id,
             join_overlapping([t for _, t in sorted(chunks[doc_id])]),
             heads[doc_id].get("source", ""),
-            {k: v for k, v in heads[doc_id].items() if k not in RESERVED},
+            # A passage's page and section are its own, not the document's.
+            {k: v for k, v in heads[doc_id].items() if k not in (*RESERVED, *PLACE)},
         )
         for doc_id in sorted(chunks)
     ]
