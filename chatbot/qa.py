@@ -92,12 +92,22 @@ class Chatbot:
         the id to it.
         """
         from .corpus import Splitter, load_documents
+        from .fetch import localise
         from .ingest import sync
 
-        roots = list(paths) if paths else [self.settings.corpus_dir]
-        docs, problems = load_documents(
-            roots, fields, self.settings.max_file_bytes, self.settings.max_pdf_pages
+        settings = self.settings
+        # Links (https://…/paper.pdf, arXiv pages) are fetched into the data directory first.
+        roots, fetched = localise(
+            list(paths) if paths else [settings.corpus_dir],
+            settings.data_dir,
+            max_bytes=settings.max_file_bytes,
+            timeout=settings.timeout,
+            arxiv_base=settings.arxiv_url,
         )
+        docs, problems = load_documents(
+            roots, fields, settings.max_file_bytes, settings.max_pdf_pages
+        )
+        problems = fetched + problems
         with self._lock:
             # Counted as a change until it is known that nothing changed (also when interrupted).
             changed_before, self._changed = self._changed, True

@@ -45,6 +45,12 @@ def words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9]+", text.lower())
 
 
+def label_pages(pdf: Path) -> dict[str, int]:
+    """The page of each \\label in a compiled document, as LaTeX itself recorded it (.aux)."""
+    aux = pdf.with_suffix(".aux").read_text(errors="replace")
+    return {m[1]: int(m[2]) for m in re.finditer(r"\\newlabel\{(\w+)\}\{\{[^}]*\}\{(\d+)\}", aux)}
+
+
 def compile_latex(source: str, out: Path, name: str) -> Path:
     """Typeset `source` with pdflatex into `out/name.pdf` (run twice: headers need the pages)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -80,7 +86,7 @@ _PREAMBLE = r"""\documentclass[10pt,twocolumn]{article}
 # The test paper: every part a real paper has, with the sentences the tests look for.
 PAPER_TITLE = "Sparse Lighthouse Attention for Long Documents"
 PAPER_AUTHORS = "Ada Lovelace, Alan Turing"
-FACT_PAGE_TWO = (
+FACT_PAGE = (
     "The lighthouse mechanism reduced the memory footprint of attention by 73 percent on "
     "documents of one million tokens."
 )
@@ -133,7 +139,7 @@ Lighthouse & 5400 \\
 {filler}{filler}{filler}
 \section{{Results}}
 \clearpage
-{escape(FACT_PAGE_TWO)} {filler}{filler}
+{escape(FACT_PAGE)}\label{{fact}} {filler}{filler}
 \section{{Conclusion}}
 {filler}
 \begin{{thebibliography}}{{9}}
