@@ -358,7 +358,8 @@ def to_document(path: Path, doc_id: str, text: PdfText) -> Document:
             offset += len(para) + 2
     body = "\n\n".join(parts)
     title = text.title or path.stem.replace("_", " ").replace("-", " ").strip()
-    meta: dict[str, object] = {"pages": len(text.pages), "format": "pdf"}
+    # `file`: the PDF the web UI serves for a source's page link.
+    meta: dict[str, object] = {"pages": len(text.pages), "file": str(path.resolve())}
     if text.authors:
         meta["authors"] = text.authors
     return Document(

@@ -23,6 +23,7 @@ from starlette.middleware import Middleware
 from . import api
 from .errors import ChatbotError, ConfigError, EmptyIndexError
 from .webassets import CSS, JS, SAVE_JS
+from .webdocs import documents_section, served_folders
 from .webguard import LOGIN_ATTEMPTS, LOGIN_COOLDOWN, Guard
 from .webview import (
     NO_SOURCES,
@@ -236,7 +237,8 @@ class Handlers:
         turn.update(
             answer=answer.text,
             abstained=answer.abstained,
-            citations=[c.to_dict() for c in answer.citations],
+            # The PDF behind a source, for its page link (kept out of the JSON shape and API).
+            citations=[{**c.to_dict(), "file": c.metadata.get("file")} for c in answer.citations],
             unsupported=[u.to_dict() for u in getattr(answer, "unsupported", ())],
             narrowed=list(getattr(answer, "narrowed", ())),
         )
@@ -323,8 +325,9 @@ def build_app(bot) -> gr.Blocks:
         with gr.Tabs():
             with gr.Tab("Chat", id="chat-tab"):
                 tab = _chat_tab(bot.settings.max_question_chars)
-            with gr.Tab("Corpus", id="corpus-tab") as corpus_tab:
-                pick = gr.Dropdown(label="Read a summary", choices=[], elem_id="corpus-pick")
+            with gr.Tab("Documents", id="corpus-tab") as corpus_tab:
+                documents_section(bot, corpus_tab)  # upload, list with pages, delete
+                pick = gr.Dropdown(label="Read a document", choices=[], elem_id="corpus-pick")
                 reader = gr.Markdown(elem_id="corpus-doc")
                 table = gr.HTML(elem_id="corpus-table")
         _wire_chat(ui, tab, turns, bot.settings.max_question_chars)
@@ -507,6 +510,8 @@ def serve(
             footer_links=["api"],
             run_history=False,
             auth_message=LOGIN_NOTE if credentials else None,
+            # Uploaded and fetched PDFs, for the sources' page links; behind the login if any.
+            allowed_paths=served_folders(bot),
             # Every response carries the CSP, and /login is throttled (webguard.py).
             app_kwargs={"middleware": [Middleware(Guard)], "routes": v1},
         )

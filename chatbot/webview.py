@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ChatbotError, ModelError
+from .types import Citation
+from .webdocs import pdf_link
 
 FEEDBACK_FILE = "feedback.jsonl"
 NO_SOURCES = "<p class='hint'>The sources of the latest answer appear here.</p>"
@@ -210,6 +212,8 @@ def passage_dicts(passages) -> list[dict[str, Any]]:
             "score": p.score,
             "paper": p.metadata.get("paper"),
             "url": p.metadata.get("url"),
+            "page": Citation(0, p.doc_id, p.title, p.text, p.score, p.metadata).page,
+            "file": p.metadata.get("file"),
             **{k: p.metadata.get(k) for k in ("authors", "year", "venue")},
         }
         for n, p in enumerate(passages, 1)
@@ -235,6 +239,12 @@ def _card(answer: int, c: dict[str, Any]) -> str:
         meta.insert(0, f"Paper: {_link(url, paper or 'paper')}")
     elif paper:
         meta.insert(0, f"Paper: {paper}")
+    if c.get("page"):
+        where = f"p. {html.escape(str(c['page']))}"
+        link = pdf_link(c.get("file"), c["page"])
+        meta.insert(
+            0, f"<a class='page-link' href='{link}' target='_blank'>{where}</a>" if link else where
+        )
     anchor = (
         f"<div class='source' id='src-{answer}-{c['n']}'>"
         if c["n"]
