@@ -27,7 +27,7 @@ _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", r
 # on it.
 BLOCK_CHARS = 100_000
 # The metadata a passage has of its own: where in its document it is.
-PLACE = ("page", "page_end", "section")
+PLACE = ("page", "page_end", "page_break", "section")
 
 
 def slugify(text: str) -> str:
@@ -224,6 +224,9 @@ def _place(doc: Document, start: int, end: int) -> dict[str, Any]:
     if doc.pages:
         place["page"] = bisect.bisect_right(doc.pages, start)
         place["page_end"] = max(place["page"], bisect.bisect_left(doc.pages, end))
+        if place["page_end"] > place["page"]:
+            # Where in the passage the next page starts: a quote before it is on the first page.
+            place["page_break"] = doc.pages[place["page"]] - start
     if doc.sections:
         at = bisect.bisect_right([s for s, _ in doc.sections], start) - 1
         if at >= 0:

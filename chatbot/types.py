@@ -82,11 +82,20 @@ class Citation:
 
     @property
     def page(self) -> str | None:
-        """The page of a PDF the passage is on ("4"), or the pages it spans ("4-5")."""
+        """The PDF page the quote (or the passage) is on: "4", or "4-5" when it spans two."""
         first, last = self.metadata.get("page"), self.metadata.get("page_end")
         if first is None:
             return None
-        return f"{first}-{last}" if last not in (None, first) else str(first)
+        if last in (None, first):
+            return str(first)
+        cut = self.metadata.get("page_break")
+        if self.spans and isinstance(cut, int):
+            # A passage across a page break: the supporting sentences say which page it is.
+            if all(end <= cut for _, end in self.spans):
+                return str(first)
+            if all(start >= cut for start, _ in self.spans):
+                return str(last)
+        return f"{first}-{last}"
 
     @property
     def section(self) -> str | None:

@@ -326,13 +326,14 @@ def build_app(bot) -> gr.Blocks:
             with gr.Tab("Chat", id="chat-tab"):
                 tab = _chat_tab(bot.settings.max_question_chars)
             with gr.Tab("Documents", id="corpus-tab") as corpus_tab:
-                documents_section(bot, corpus_tab)  # upload, list with pages, delete
+                upload = documents_section(bot)  # add files, delete uploaded ones
                 pick = gr.Dropdown(label="Read a document", choices=[], elem_id="corpus-pick")
                 reader = gr.Markdown(elem_id="corpus-doc")
                 table = gr.HTML(elem_id="corpus-table")
         _wire_chat(ui, tab, turns, bot.settings.max_question_chars)
         app.load(ui.indicator, None, status, **PRIVATE)
         corpus_tab.select(ui.load_corpus, None, [table, pick, docs], **PRIVATE)
+        upload.wire(corpus_tab, ui.load_corpus, [table, pick, docs])
         pick.change(ui.show_document, [pick, docs], reader, **PRIVATE)
         gr.api(ui.chat, api_name="chat")
     return app

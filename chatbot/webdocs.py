@@ -10,6 +10,8 @@ from __future__ import annotations
 import html
 import logging
 import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -109,33 +111,18 @@ class Documents:
             return _note([str(e)])
         return _note([f"Deleted: {doc.title}."])
 
-    def listing(self) -> tuple[str, Any]:
-        """The indexed documents with their pages, and the uploaded ones to choose for delete."""
+    def uploaded(self) -> Any:
+        """The uploaded documents, to choose one to delete."""
         try:
             docs = self.bot.documents()
-        except ChatbotError as e:
-            return _note([str(e)]), gr.skip()
-        rows, uploaded = [], []
-        for d in sorted(docs, key=lambda d: d.title.lower()):
-            pages = d.metadata.get("pages")
-            mine = Path(d.source).parent.resolve() == self.folder.resolve()
-            if mine:
-                uploaded.append((d.title, d.doc_id))
-            link = pdf_link(d.source if mine or pages else None, "1")
-            title = html.escape(d.title)
-            if link:
-                title = f"<a href='{link}' target='_blank' rel='noopener'>{title}</a>"
-            rows.append(
-                f"<tr><td>{title}</td><td>{pages or ''}</td>"
-                f"<td>{'uploaded' if mine else html.escape(Path(d.source).name)}</td>"
-                f"<td><code>{html.escape(d.doc_id)}</code></td></tr>"
-            )
-        table = (
-            f"<p>{len(docs)} documents indexed.</p><div class='table-scroll'>"
-            "<table id='documents-list'><tr><th>Title</th><th>Pages</th><th>From</th>"
-            "<th>Id</th></tr>" + "".join(rows) + "</table></div>"
-        )
-        return table, gr.Dropdown(choices=uploaded, value=None)
+        except ChatbotError:
+            return gr.skip()  # the table beside it says why the index cannot be read
+        mine = [
+            (d.title, d.doc_id)
+            for d in sorted(docs, key=lambda d: d.title.lower())
+            if Path(d.source).parent.resolve() == self.folder.resolve()
+        ]
+        return gr.Dropdown(choices=mine, value=None)
 
 
 def _note(lines: list[str]) -> str:
@@ -143,9 +130,30 @@ def _note(lines: list[str]) -> str:
     return f"<ul id='upload-notes'>{items}</ul>" if items else ""
 
 
-def documents_section(bot, tab: gr.Tab) -> None:
-    """The upload box, the list of documents and the delete action, wired to `tab`."""
-    docs = Documents(bot)
+@dataclass(frozen=True)
+class Upload:
+    """The tab's components, wired once the tab's table of documents exists."""
+
+    handlers: Documents
+    files: gr.File
+    notes: gr.HTML
+    pick: gr.Dropdown
+    delete: gr.Button
+
+    def wire(self, tab: gr.Tab, refresh: Callable[..., Any], table: list[Any]) -> None:
+        """After an upload or a delete, and when the tab opens: `refresh` the `table` outputs."""
+        docs = self.handlers
+        self.files.upload(docs.add, self.files, [self.notes, self.files], **PRIVATE).then(
+            refresh, None, table, **PRIVATE
+        ).then(docs.uploaded, None, self.pick, **PRIVATE)
+        self.delete.click(docs.delete, self.pick, self.notes, **PRIVATE).then(
+            refresh, None, table, **PRIVATE
+        ).then(docs.uploaded, None, self.pick, **PRIVATE)
+        tab.select(docs.uploaded, None, self.pick, **PRIVATE)
+
+
+def documents_section(bot) -> Upload:
+    """The stated limits, the upload box, its notes, and the delete action."""
     gr.Markdown(limits(bot), elem_id="upload-limits")
     files = gr.File(
         label="Add documents",
@@ -157,11 +165,4 @@ def documents_section(bot, tab: gr.Tab) -> None:
     with gr.Row():
         pick = gr.Dropdown(label="Uploaded document", choices=[], elem_id="delete-pick")
         delete = gr.Button("Delete", variant="stop", elem_id="delete-doc", scale=0)
-    listing = gr.HTML(elem_id="documents-table")
-    files.upload(docs.add, files, [notes, files], **PRIVATE).then(
-        docs.listing, None, [listing, pick], **PRIVATE
-    )
-    delete.click(docs.delete, pick, notes, **PRIVATE).then(
-        docs.listing, None, [listing, pick], **PRIVATE
-    )
-    tab.select(docs.listing, None, [listing, pick], **PRIVATE)
+    return Upload(Documents(bot), files, notes, pick, delete)

@@ -415,6 +415,8 @@ def corpus_documents(bot) -> list[dict[str, Any]]:
             "paper": d.metadata.get("paper"),
             "url": _safe_url(d.metadata.get("url")),
             "text": d.text,
+            "pages": d.metadata.get("pages"),  # PDFs: their page count, and the file served
+            "file": d.metadata.get("file"),
         }
         for d in bot.documents()
     ]
@@ -428,6 +430,11 @@ def corpus_table(docs: list[dict[str, Any]]) -> str:
         paper = html.escape(d["paper"] or "")
         if d["url"]:
             paper = _link(d["url"], paper or "link")
+        if d.get("pages"):
+            label = f"PDF, {d['pages']} page{'s' if d['pages'] != 1 else ''}"
+            link = pdf_link(d.get("file"), "1")
+            pdf = f"<a href='{link}' target='_blank'>{label}</a>" if link else label
+            paper = f"{paper} · {pdf}" if paper else pdf
         rows.append(
             f"<tr><td>{i}</td><td>{html.escape(d['title'])}</td><td>{paper}</td>"
             f"<td><code>{html.escape(d['doc_id'])}</code></td></tr>"

@@ -215,3 +215,15 @@ def test_links_and_arxiv_pages_are_fetched_and_indexed(tmp_path):
     assert result.returncode == 1
     kept = sorted(p.name for p in (tmp_path / "data" / "papers").iterdir())
     assert kept == ["arxiv-2401.01234v2.pdf", "lighthouse.pdf"], f"only PDFs are kept: {kept}"
+
+
+def test_a_quote_on_one_side_of_a_page_break_names_that_page():
+    from chatbot.types import Citation
+
+    meta = {"page": 4, "page_end": 5, "page_break": 100}
+    text = "x" * 200
+    assert Citation(1, "d", "t", text, 1.0, meta, spans=((10, 60),)).page == "4"
+    assert Citation(1, "d", "t", text, 1.0, meta, spans=((120, 180),)).page == "5"
+    assert Citation(1, "d", "t", text, 1.0, meta, spans=((90, 150),)).page == "4-5"
+    assert Citation(1, "d", "t", text, 1.0, meta).page == "4-5", "no quote: the passage's pages"
+    assert Citation(1, "d", "t", text, 1.0, {}).page is None, "a document without pages has none"
