@@ -333,7 +333,7 @@ def build_app(bot) -> gr.Blocks:
         _wire_chat(ui, tab, turns, bot.settings.max_question_chars)
         app.load(ui.indicator, None, status, **PRIVATE)
         corpus_tab.select(ui.load_corpus, None, [table, pick, docs], **PRIVATE)
-        upload.wire(corpus_tab, ui.load_corpus, [table, pick, docs])
+        upload.wire(corpus_tab, [(ui.load_corpus, [table, pick, docs]), (ui.indicator, status)])
         pick.change(ui.show_document, [pick, docs], reader, **PRIVATE)
         gr.api(ui.chat, api_name="chat")
     return app

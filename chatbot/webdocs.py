@@ -92,7 +92,8 @@ class Documents:
                     target.unlink(missing_ok=True)  # a refused file is not kept
             added = [t.name for t in kept if t.name not in refused]
             if added:
-                notes.insert(0, f"Added: {', '.join(added)} ({report.passages} passages).")
+                # The same counts as `chatbot ingest` prints.
+                notes.insert(0, f"Indexed: {', '.join(added)}: {report}.")
         return _note(notes), None
 
     def delete(self, doc_id: str | None) -> str:
@@ -140,15 +141,17 @@ class Upload:
     pick: gr.Dropdown
     delete: gr.Button
 
-    def wire(self, tab: gr.Tab, refresh: Callable[..., Any], table: list[Any]) -> None:
-        """After an upload or a delete, and when the tab opens: `refresh` the `table` outputs."""
+    def wire(self, tab: gr.Tab, refresh: list[tuple[Callable[..., Any], Any]]) -> None:
+        """After an upload or a delete, run each (function, outputs) of `refresh` in turn; list
+        the uploaded documents then and when the tab opens."""
         docs = self.handlers
-        self.files.upload(docs.add, self.files, [self.notes, self.files], **PRIVATE).then(
-            refresh, None, table, **PRIVATE
-        ).then(docs.uploaded, None, self.pick, **PRIVATE)
-        self.delete.click(docs.delete, self.pick, self.notes, **PRIVATE).then(
-            refresh, None, table, **PRIVATE
-        ).then(docs.uploaded, None, self.pick, **PRIVATE)
+        for event in (
+            self.files.upload(docs.add, self.files, [self.notes, self.files], **PRIVATE),
+            self.delete.click(docs.delete, self.pick, self.notes, **PRIVATE),
+        ):
+            for fn, outputs in refresh:
+                event = event.then(fn, None, outputs, **PRIVATE)
+            event.then(docs.uploaded, None, self.pick, **PRIVATE)
         tab.select(docs.uploaded, None, self.pick, **PRIVATE)
 
 

@@ -86,7 +86,7 @@ def test_upload_a_pdf_ask_in_another_tab_and_open_the_cited_page(server, context
 
     page.locator("#upload input[type='file']").set_input_files([files["paper"], files["scan"]])
     notes = page.locator("#upload-result")
-    notes.get_by_text("Added:").wait_for(timeout=120_000)
+    notes.get_by_text("Indexed:").wait_for(timeout=120_000)
     said = notes.inner_text()
     assert "Lighthouse-paper-final.pdf" in said, f"the upload is named as saved: {said}"
     assert "scan.pdf: has no text layer" in said and "OCR is not supported" in said, said
