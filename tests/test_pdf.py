@@ -227,3 +227,31 @@ def test_a_quote_on_one_side_of_a_page_break_names_that_page():
     assert Citation(1, "d", "t", text, 1.0, meta, spans=((90, 150),)).page == "4-5"
     assert Citation(1, "d", "t", text, 1.0, meta).page == "4-5", "no quote: the passage's pages"
     assert Citation(1, "d", "t", text, 1.0, {}).page is None, "a document without pages has none"
+
+
+def test_the_openai_compatible_api_cites_the_page(paper, paper_index):
+    from openai import OpenAI
+
+    from chatbot import api
+
+    from .helpers import free_port
+
+    data, _ = paper_index
+    page = str(typeset.label_pages(paper)["fact"])
+    running = api.serve(
+        Chatbot(Settings.load(env_file=None, data_dir=data)), port=free_port(), block=False
+    )
+    try:
+        reply = OpenAI(
+            base_url=running.url, api_key="unused", max_retries=0
+        ).chat.completions.create(
+            model="icml-chatbot",
+            messages=[
+                {"role": "user", "content": "By how much did lighthouse attention cut memory?"}
+            ],
+        )
+    finally:
+        running.close()
+    cited = reply.model_extra["citations"][0]
+    assert cited["page"] == page, f"the structured citation carries the page: {cited}"
+    assert f"p. {page}" in reply.choices[0].message.content, "and so do the footnotes"
