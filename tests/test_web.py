@@ -428,7 +428,7 @@ def test_example_questions_are_answered_and_the_corpus_tab_lists_readable_docume
     assert rows.count() == 21, "the corpus table should list the 20 documents under its header"
     assert "Do AI agent benchmarks reflect reality?" in page.locator("#corpus-list").inner_text()
 
-    page.get_by_role("combobox", name="Read a summary").click()
+    page.get_by_role("combobox", name="Read a document").click()
     page.get_by_role("option", name="Optimal Transport: moving mass between distributions").click()
     reader = page.locator("#corpus-doc")
     reader.get_by_text("Optimal Transport: moving mass").first.wait_for()
