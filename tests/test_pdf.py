@@ -255,3 +255,17 @@ def test_the_openai_compatible_api_cites_the_page(paper, paper_index):
     cited = reply.model_extra["citations"][0]
     assert cited["page"] == page, f"the structured citation carries the page: {cited}"
     assert f"p. {page}" in reply.choices[0].message.content, "and so do the footnotes"
+
+
+def test_a_reference_list_gives_way_to_the_body_that_matches_nearly_as_well():
+    from chatbot.retrieval import demote_references
+    from chatbot.types import Passage
+
+    body = Passage("b", "d", "t", "Attention for long documents.", metadata={"section": "1 Intro"})
+    refs = Passage("r", "d", "t", "Attention is all you need.", metadata={"section": "References"})
+    scores = demote_references({"b": 0.8, "r": 0.9}, {"b": body, "r": refs})
+    assert scores["b"] > scores["r"], (
+        f"the body comes first when it matches nearly as well: {scores}"
+    )
+    alone = demote_references({"r": 0.9, "x": 0.2}, {"r": refs})
+    assert alone["r"] > alone["x"], "a reference that alone matches still comes first"
