@@ -269,3 +269,29 @@ def test_a_reference_list_gives_way_to_the_body_that_matches_nearly_as_well():
     )
     alone = demote_references({"r": 0.9, "x": 0.2}, {"r": refs})
     assert alone["r"] > alone["x"], "a reference that alone matches still comes first"
+
+
+def test_a_one_column_report_reads_in_order_with_its_title_and_without_running_lines(tmp_path):
+    topics = [
+        "harbour lights",
+        "coastal fog",
+        "keeper rotas",
+        "lens cleaning",
+        "storm logs",
+        "gulls",
+    ]
+    pages = [
+        [
+            f"Paragraph {p}.{i} of the report is about {topics.pop()} this quarter. " * 3
+            for i in (1, 2)
+        ]
+        for p in (1, 2, 3)
+    ]
+    pdf = typeset.report_pdf(tmp_path / "report.pdf", "Quarterly Findings on Lighthouses", pages)
+    read = read_pdf(pdf)
+    assert read.title == "Quarterly Findings on Lighthouses", "without metadata: the largest text"
+    text = "\n".join(p for page in read.pages for p in page)
+    assert "Internal report" not in text and "Page 2" not in text, "header and footers are dropped"
+    found = [text.find(f"Paragraph {p}.{i} ") for p in (1, 2, 3) for i in (1, 2)]
+    assert -1 not in found and found == sorted(found), f"paragraphs in order: {found}"
+    assert [len(page) for page in read.pages][1:] == [2, 2], "each page keeps its two paragraphs"

@@ -255,3 +255,34 @@ def bomb_pdf(path: Path, inflated_mb: int = 600) -> Path:
     )
     path.write_bytes(bytes(out))
     return path
+
+
+def report_pdf(path: Path, title: str, pages: list[list[str]]) -> Path:
+    """A one-column report without metadata: a large title, a running header, "Page N" footers,
+    and the given paragraphs on each page."""
+    from fpdf import FPDF
+
+    class Report(FPDF):
+        def header(self) -> None:
+            self.set_font("Helvetica", size=8)
+            self.cell(0, 6, "Internal report - do not circulate", align="R")
+            self.ln(10)
+
+        def footer(self) -> None:
+            self.set_y(-15)
+            self.set_font("Helvetica", size=8)
+            self.cell(0, 10, f"Page {self.page_no()}", align="C")
+
+    pdf = Report()
+    for n, paragraphs in enumerate(pages):
+        pdf.add_page()
+        if n == 0:
+            pdf.set_font("Helvetica", "B", 22)
+            pdf.multi_cell(0, 10, title)
+            pdf.ln(4)
+        pdf.set_font("Helvetica", size=11)
+        for paragraph in paragraphs:
+            pdf.multi_cell(0, 6, paragraph)
+            pdf.ln(4)
+    pdf.output(str(path))
+    return path
