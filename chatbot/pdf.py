@@ -26,6 +26,7 @@ MAX_PAGES = 500
 # Streams may inflate to this much in all before a file is taken for a decompression bomb: a
 # 20 MB paper with images inflates to a few hundred MB at most.
 MAX_INFLATED = 512 * 1024 * 1024
+_PIECE = 16 * 1024 * 1024
 NO_TEXT = "has no text layer (a scanned image?): OCR is not supported"
 REFERENCES = "References"
 # PDFium is not thread-safe: one document is read at a time in the process.
@@ -94,13 +95,12 @@ def inflated_over(raw: bytes, limit: int) -> bool:
         inflater = zlib.decompressobj()
         data = raw[start:end]
         try:
-            # Inflated in pieces: a bomb is stopped at the limit, never held whole.
-            out = inflater.decompress(data, limit - total + 1)
+            # Inflated 16 MB at a time and thrown away: a bomb is stopped at the limit, and
+            # never held in memory.
+            out = inflater.decompress(data, _PIECE)
             total += len(out)
-            while inflater.unconsumed_tail and total <= limit:
-                out = inflater.decompress(inflater.unconsumed_tail, limit - total + 1)
-                if not out:
-                    break
+            while inflater.unconsumed_tail and total <= limit and out:
+                out = inflater.decompress(inflater.unconsumed_tail, _PIECE)
                 total += len(out)
         except zlib.error:
             continue  # not a Flate stream (an image, or plain content)

@@ -23,7 +23,7 @@ from starlette.middleware import Middleware
 from . import api
 from .errors import ChatbotError, ConfigError, EmptyIndexError
 from .webassets import CSS, JS, SAVE_JS
-from .webdocs import documents_section, served_folders
+from .webdocs import documents_section, served_paths
 from .webguard import LOGIN_ATTEMPTS, LOGIN_COOLDOWN, Guard
 from .webview import (
     NO_SOURCES,
@@ -512,7 +512,8 @@ def serve(
             run_history=False,
             auth_message=LOGIN_NOTE if credentials else None,
             # Uploaded and fetched PDFs, for the sources' page links; behind the login if any.
-            allowed_paths=served_folders(bot),
+            allowed_paths=served_paths(bot),
+            max_file_size=bot.settings.max_file_bytes,  # an upload over the limit never lands
             # Every response carries the CSP, and /login is throttled (webguard.py).
             app_kwargs={"middleware": [Middleware(Guard)], "routes": v1},
         )

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import gradio as gr
 
@@ -28,10 +29,18 @@ MAX_FILES = 10
 PRIVATE = {"api_visibility": "private"}
 
 
-def served_folders(bot) -> list[str]:
-    """Folders whose PDFs the app serves (to logged-in users only, when a login is set)."""
+def served_paths(bot) -> list[str]:
+    """What the app may serve (to logged-in users only, when a login is set): the folders of
+    uploaded and fetched PDFs, and each PDF indexed when it starts."""
     data = Path(bot.settings.data_dir).resolve()
-    return [str(data / UPLOADS), str(data / FETCHED)]
+    paths = [str(data / UPLOADS), str(data / FETCHED)]
+    try:
+        stored = bot.store.documents()
+    except ChatbotError as e:
+        log.warning("PDFs indexed before the start are not served: %s", e)
+        return paths
+    files = {s for d in stored.values() for s in d.sources if s.lower().endswith(".pdf")}
+    return paths + sorted(f for f in files if Path(f).is_absolute())
 
 
 def pdf_link(file: str | None, page: str | None) -> str | None:
@@ -39,7 +48,8 @@ def pdf_link(file: str | None, page: str | None) -> str | None:
     if not file or not file.lower().endswith(".pdf"):
         return None
     first = (page or "1").partition("-")[0]
-    return f"gradio_api/file={html.escape(file, quote=True)}#page={first}"
+    # Quoted: a path may hold spaces or a '#'; escaped again by whoever puts it in HTML.
+    return f"gradio_api/file={quote(file)}#page={quote(first)}"
 
 
 def limits(bot) -> str:

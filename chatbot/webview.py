@@ -242,9 +242,10 @@ def _card(answer: int, c: dict[str, Any]) -> str:
     if c.get("page"):
         where = f"p. {html.escape(str(c['page']))}"
         link = pdf_link(c.get("file"), c["page"])
-        meta.insert(
-            0, f"<a class='page-link' href='{link}' target='_blank'>{where}</a>" if link else where
-        )
+        if link:
+            href = html.escape(link, quote=True)
+            where = f"<a class='page-link' href='{href}' target='_blank' rel='noopener'>{where}</a>"
+        meta.insert(0, where)
     anchor = (
         f"<div class='source' id='src-{answer}-{c['n']}'>"
         if c["n"]
@@ -433,7 +434,7 @@ def corpus_table(docs: list[dict[str, Any]]) -> str:
         if d.get("pages"):
             label = f"PDF, {d['pages']} page{'s' if d['pages'] != 1 else ''}"
             link = pdf_link(d.get("file"), "1")
-            pdf = f"<a href='{link}' target='_blank'>{label}</a>" if link else label
+            pdf = _link(link, label) if link else label
             paper = f"{paper} · {pdf}" if paper else pdf
         rows.append(
             f"<tr><td>{i}</td><td>{html.escape(d['title'])}</td><td>{paper}</td>"
