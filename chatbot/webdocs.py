@@ -69,7 +69,11 @@ class Documents:
         self.bot = bot
         self.folder = Path(bot.settings.data_dir) / UPLOADS
 
-    def add(self, files: list[Any] | None, progress=gr.Progress()) -> tuple[str, Any]:  # noqa: B008
+    def add(
+        self,
+        files: list[Any] | None,
+        progress=gr.Progress(track_tqdm=True),  # noqa: B008  (ingest's bar shows in the page)
+    ) -> tuple[str, Any]:
         """Copy the picked files under the data directory, index them, and say what happened."""
         files = [Path(getattr(f, "name", f)) for f in files or []]
         if not files:
@@ -91,7 +95,7 @@ class Documents:
         if kept:
             progress(0.9, desc="Indexing")
             try:
-                report = self.bot.ingest(kept, progress=False)
+                report = self.bot.ingest(kept, progress=True)
             except ChatbotError as e:
                 return _note([str(e)]), None
             refused = {Path(p.source.partition("#")[0]).name for p in report.problems}

@@ -35,7 +35,16 @@ def files(tmp_path_factory) -> dict[str, Path]:
         "paper": named,
         "page": Path(str(typeset.label_pages(paper)["fact"])),
         "scan": typeset.scanned_pdf(folder / "scan.pdf"),
+        "locked": typeset.text_pdf(folder / "locked.pdf", ["Secret"], password="pw"),
+        "bomb": typeset.bomb_pdf(folder / "bomb.pdf"),
+        "truncated": _write(folder / "truncated.pdf", paper.read_bytes()[:5000]),
+        "html": _write(folder / "saved-page.pdf", b"<!doctype html><html>Sign in</html>"),
     }
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -84,12 +93,23 @@ def test_upload_a_pdf_ask_in_another_tab_and_open_the_cited_page(server, context
     limits = page.locator("#upload-limits").inner_text()
     assert "10 files" in limits and "MB" in limits, f"limits are stated up front: {limits}"
 
-    page.locator("#upload input[type='file']").set_input_files([files["paper"], files["scan"]])
+    bad = ["scan", "locked", "bomb", "truncated", "html"]
+    page.locator("#upload input[type='file']").set_input_files(
+        [files["paper"], *(files[k] for k in bad)]
+    )
     notes = page.locator("#upload-result")
     notes.get_by_text("Indexed:").wait_for(timeout=120_000)
     said = notes.inner_text()
     assert "Lighthouse-paper-final.pdf" in said, f"the upload is named as saved: {said}"
     assert "scan.pdf: has no text layer" in said and "OCR is not supported" in said, said
+    for name, reason in [
+        ("locked.pdf", "is encrypted"),
+        ("bomb.pdf", "decompression bomb"),
+        ("truncated.pdf", "is truncated"),
+        ("saved-page.pdf", "is not a PDF"),
+    ]:
+        line = next((x for x in said.splitlines() if x.startswith(f"{name}: ")), "")
+        assert reason in line, f"{name} should be named with {reason!r}: {said}"
     kept = sorted(p.name for p in (data / "uploads").iterdir())
     assert kept == ["Lighthouse-paper-final.pdf"], f"only the good file is kept, renamed: {kept}"
     listing = page.locator("#corpus-list")
