@@ -21,6 +21,8 @@ from .types import Answer, Citation, Document, Passage, Support
 
 __all__ = ["Answer", "AnswerStream", "Chatbot", "Citation"]
 
+UPLOADS = "uploads"  # under the data directory: files added in the web UI
+
 
 class Chatbot:
     """Ask questions about the indexed papers; answers cite the passages they come from."""
@@ -203,6 +205,54 @@ class Chatbot:
         Every answer's sentences get the same check against the passages they cite.
         """
         return check_claim(claim, passage_text)
+
+    # -- files added through the web UI -------------------------------------------------------
+
+    @property
+    def uploads_dir(self) -> Path:
+        """Where uploaded files are kept: `uploads/` in the data directory."""
+        return Path(self.settings.data_dir) / UPLOADS
+
+    def add_files(self, files: Sequence[str | Path], names: Sequence[str] | None = None):
+        """Copy `files` into `uploads_dir` under safe versions of `names` (default: their own)
+        and index them; a refused file is not kept. Returns the IngestReport and the kept paths."""
+        import shutil
+
+        from .fetch import safe_name
+
+        folder = self.uploads_dir
+        folder.mkdir(parents=True, exist_ok=True)
+        kept = []
+        for file, name in zip(files, names or [Path(f).name for f in files], strict=True):
+            target = folder / safe_name(name)
+            shutil.copyfile(file, target)
+            kept.append(target)
+        report = self.ingest(kept, progress=True)
+        refused = {Path(p.source.partition("#")[0]).name for p in report.problems}
+        for target in kept:
+            if target.name in refused:
+                target.unlink(missing_ok=True)
+        return report, [t for t in kept if t.name not in refused]
+
+    def delete_upload(self, doc_id: str) -> bool:
+        """Remove an uploaded document, its file and its passages; False when it is not one."""
+        stored = self.store.documents().get(doc_id)
+        folder = self.uploads_dir.resolve()
+        if stored is None or not all(Path(s).parent == folder for s in stored.sources):
+            return False
+        for source in stored.sources:
+            Path(source).unlink(missing_ok=True)
+        self.ingest([folder], progress=False)
+        return True
+
+    def pdf_files(self) -> list[Path]:
+        """The folders of uploaded and fetched PDFs, and every PDF file indexed now."""
+        from .fetch import FOLDER
+
+        data = Path(self.settings.data_dir).resolve()
+        sources = {s for d in self.store.documents().values() for s in d.sources}
+        files = sorted(Path(s) for s in sources if s.lower().endswith(".pdf"))
+        return [data / UPLOADS, data / FOLDER, *(f for f in files if f.is_absolute())]
 
     def documents(self) -> list[Document]:
         """The indexed documents, each rebuilt from its passages, sorted by id."""

@@ -23,7 +23,7 @@ from starlette.middleware import Middleware
 from . import api
 from .errors import ChatbotError, ConfigError, EmptyIndexError
 from .webassets import CSS, JS, SAVE_JS
-from .webdocs import documents_section, served_paths
+from .webdocs import documents_section, launch_options
 from .webguard import LOGIN_ATTEMPTS, LOGIN_COOLDOWN, Guard
 from .webview import (
     NO_SOURCES,
@@ -467,6 +467,14 @@ def parse_auth(auth: str | tuple[str, str] | None) -> tuple[str, str] | None:
     return user, password
 
 
+def _theme() -> gr.themes.Default:
+    """The default theme with the system's fonts: nothing is loaded from other hosts."""
+    return gr.themes.Default(
+        font=["ui-sans-serif", "system-ui", "sans-serif"],
+        font_mono=["ui-monospace", "Consolas", "monospace"],
+    )
+
+
 def serve(
     bot,
     host: str = "127.0.0.1",
@@ -502,18 +510,13 @@ def serve(
             share=False,
             show_error=False,
             quiet=True,
-            theme=gr.themes.Default(
-                font=["ui-sans-serif", "system-ui", "sans-serif"],
-                font_mono=["ui-monospace", "Consolas", "monospace"],
-            ),
+            theme=_theme(),
             css=CSS,
             js=JS,
             footer_links=["api"],
             run_history=False,
             auth_message=LOGIN_NOTE if credentials else None,
-            # Uploaded and fetched PDFs, for the sources' page links; behind the login if any.
-            allowed_paths=served_paths(bot),
-            max_file_size=bot.settings.max_file_bytes,  # an upload over the limit never lands
+            **launch_options(bot),  # PDFs served for the page links, the upload size limit
             # Every response carries the CSP, and /login is throttled (webguard.py).
             app_kwargs={"middleware": [Middleware(Guard)], "routes": v1},
         )

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import html
 import logging
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,28 +18,23 @@ from urllib.parse import quote
 import gradio as gr
 
 from .errors import ChatbotError
-from .fetch import FOLDER as FETCHED
-from .fetch import safe_name
 
 log = logging.getLogger(__name__)
-UPLOADS = "uploads"  # under the data directory
 KINDS = (".pdf", ".md", ".txt", ".jsonl")
 MAX_FILES = 10
 PRIVATE = {"api_visibility": "private"}
 
 
-def served_paths(bot) -> list[str]:
-    """What the app may serve (to logged-in users only, when a login is set): the folders of
-    uploaded and fetched PDFs, and each PDF indexed when it starts."""
-    data = Path(bot.settings.data_dir).resolve()
-    paths = [str(data / UPLOADS), str(data / FETCHED)]
+def launch_options(bot) -> dict[str, Any]:
+    """What `launch` needs for uploads: the PDFs it may serve (to logged-in users only, when a
+    login is set) and the largest upload it takes."""
     try:
-        stored = bot.store.documents()
+        paths = [str(p) for p in bot.pdf_files()]
     except ChatbotError as e:
-        log.warning("PDFs indexed before the start are not served: %s", e)
-        return paths
-    files = {s for d in stored.values() for s in d.sources if s.lower().endswith(".pdf")}
-    return paths + sorted(f for f in files if Path(f).is_absolute())
+        log.warning("PDFs are not served: %s", e)
+        paths = []
+    # An upload over the limit is stopped by Gradio before it lands.
+    return {"allowed_paths": paths, "max_file_size": bot.settings.max_file_bytes}
 
 
 def pdf_link(file: str | None, page: str | None) -> str | None:
@@ -67,64 +61,42 @@ class Documents:
 
     def __init__(self, bot) -> None:
         self.bot = bot
-        self.folder = Path(bot.settings.data_dir) / UPLOADS
 
     def add(
         self,
         files: list[Any] | None,
         progress=gr.Progress(track_tqdm=True),  # noqa: B008  (ingest's bar shows in the page)
     ) -> tuple[str, Any]:
-        """Copy the picked files under the data directory, index them, and say what happened."""
+        """Keep the picked files under the data directory, index them, say what happened."""
         files = [Path(getattr(f, "name", f)) for f in files or []]
         if not files:
             return "", gr.skip()
         if len(files) > MAX_FILES:
             return _note([f"{len(files)} files picked: add at most {MAX_FILES} at once."]), None
-        self.folder.mkdir(parents=True, exist_ok=True)
-        notes: list[str] = []
-        kept: list[Path] = []
-        for i, file in enumerate(files):
-            progress((i, len(files)), desc=f"Reading {file.name}")
-            name = safe_name(file.name)
-            if Path(name).suffix.lower() not in KINDS:
-                notes.append(f"{file.name}: is not a PDF, .md, .txt or .jsonl file")
-                continue
-            target = self.folder / name
-            shutil.copyfile(file, target)
-            kept.append(target)
+        notes = [f"{f.name}: is not a PDF, .md, .txt or .jsonl file" for f in files if not _ok(f)]
+        files = [f for f in files if _ok(f)]
+        if not files:
+            return _note(notes), None
+        progress(0, desc="Reading")
+        try:
+            report, kept = self.bot.add_files(files)
+        except ChatbotError as e:
+            return _note([str(e)]), None
+        notes += [f"{Path(p.source).name}: {p.message}" for p in report.problems]
         if kept:
-            progress(0.9, desc="Indexing")
-            try:
-                report = self.bot.ingest(kept, progress=True)
-            except ChatbotError as e:
-                return _note([str(e)]), None
-            refused = {Path(p.source.partition("#")[0]).name for p in report.problems}
-            for problem in report.problems:
-                notes.append(f"{Path(problem.source).name}: {problem.message}")
-            for target in kept:
-                if target.name in refused:
-                    target.unlink(missing_ok=True)  # a refused file is not kept
-            added = [t.name for t in kept if t.name not in refused]
-            if added:
-                # The same counts as `chatbot ingest` prints.
-                notes.insert(0, f"Indexed: {', '.join(added)}: {report}.")
+            # The same counts as `chatbot ingest` prints.
+            notes.insert(0, f"Indexed: {', '.join(k.name for k in kept)}: {report}.")
         return _note(notes), None
 
     def delete(self, doc_id: str | None) -> str:
         """Remove an uploaded document: its file and its passages."""
-        docs = {d.doc_id: d for d in self.bot.documents()}
-        doc = docs.get(doc_id or "")
-        if doc is None:
-            return _note(["Pick an uploaded document to delete."])
-        file = Path(doc.source)
-        if file.parent.resolve() != self.folder.resolve():
-            return _note([f"{doc.title}: only uploaded documents can be deleted here."])
-        file.unlink(missing_ok=True)
         try:
-            self.bot.ingest([self.folder], progress=False)
+            deleted = bool(doc_id) and self.bot.delete_upload(doc_id)
         except ChatbotError as e:
             return _note([str(e)])
-        return _note([f"Deleted: {doc.title}."])
+        if not deleted:
+            return _note(["Pick an uploaded document to delete."])
+        return _note([f"Deleted: {doc_id}."])
 
     def uploaded(self) -> Any:
         """The uploaded documents, to choose one to delete."""
@@ -132,12 +104,17 @@ class Documents:
             docs = self.bot.documents()
         except ChatbotError:
             return gr.skip()  # the table beside it says why the index cannot be read
+        folder = self.bot.uploads_dir.resolve()
         mine = [
             (d.title, d.doc_id)
             for d in sorted(docs, key=lambda d: d.title.lower())
-            if Path(d.source).parent.resolve() == self.folder.resolve()
+            if Path(d.source).parent == folder
         ]
         return gr.Dropdown(choices=mine, value=None)
+
+
+def _ok(file: Path) -> bool:
+    return file.suffix.lower() in KINDS
 
 
 def _note(lines: list[str]) -> str:

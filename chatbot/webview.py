@@ -10,8 +10,8 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
+from . import Citation
 from .errors import ChatbotError, ModelError
-from .types import Citation
 from .webdocs import pdf_link
 
 FEEDBACK_FILE = "feedback.jsonl"
