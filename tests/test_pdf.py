@@ -295,3 +295,24 @@ def test_a_one_column_report_reads_in_order_with_its_title_and_without_running_l
     found = [text.find(f"Paragraph {p}.{i} ") for p in (1, 2, 3) for i in (1, 2)]
     assert -1 not in found and found == sorted(found), f"paragraphs in order: {found}"
     assert [len(page) for page in read.pages][1:] == [2, 2], "each page keeps its two paragraphs"
+
+
+def test_uploaded_files_are_kept_under_safe_names_and_only_uploads_can_be_deleted(tmp_path):
+    picked = tmp_path / "picked"
+    picked.mkdir()
+    good = typeset.text_pdf(picked / "good.pdf", ["Lighthouse keepers log the fog every hour."])
+    scan = typeset.scanned_pdf(picked / "scan.pdf")
+    other = typeset.text_pdf(tmp_path / "elsewhere.pdf", ["A paper ingested from its folder."])
+    bot = Chatbot(Settings.load(env_file=None, data_dir=tmp_path / "data"))
+    bot.ingest([other])
+    report, kept = bot.add_files([good, scan], names=["../../My paper (v2).pdf", "scan.pdf"])
+    assert [k.name for k in kept] == ["My-paper-v2.pdf"], f"a safe name, in uploads/: {kept}"
+    assert kept[0].parent == bot.uploads_dir and kept[0].exists()
+    assert not (bot.uploads_dir / "scan.pdf").exists(), "a refused upload is not kept"
+    assert [p.message for p in report.problems] == [NO_TEXT]
+    assert bot.delete_upload("elsewhere") is False, "a document not uploaded is not deleted"
+    assert bot.delete_upload("my-paper-v2") is True
+    assert not kept[0].exists(), "the uploaded file goes with its document"
+    assert sorted(d.doc_id for d in bot.documents()) == ["elsewhere"]
+    served = bot.pdf_files()
+    assert bot.uploads_dir.resolve() in served and other.resolve() in served
