@@ -159,9 +159,9 @@ class Chatbot:
             self.ingest()
             if not self._ready:
                 raise EmptyIndexError(
-                    f"The index is empty: the corpus folder {corpus} holds no .md, .txt or .jsonl "
-                    "document that could be indexed. Add some and run `chatbot ingest`, or run "
-                    f"`chatbot ingest PATH` on another folder {fill}."
+                    f"The index is empty: the corpus folder {corpus} holds no .pdf, .md, .txt or "
+                    ".jsonl document that could be indexed. Add some and run `chatbot ingest`, or "
+                    f"run `chatbot ingest PATH` on another folder {fill}."
                 )
         self._ready = True
 
