@@ -43,6 +43,8 @@ _PAGE_NUMBER = re.compile(r"^(?:page\s+)?(?:\d{1,4}|[ivxlc]{1,6})(?:\s*(?:of|/)\
 _SPACES = re.compile(r"[ \t\u00a0\u2000-\u200a\u202f\u205f\u3000]+")
 # Characters PDF text layers carry that are not text: soft hyphens, zero-width marks, controls.
 _INVISIBLE = re.compile(r"[\u00ad\u200b-\u200d\u2060\ufeff\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+# A footnote opens with its mark: a number or a symbol, alone (a superscript of its own) or not.
+_FOOTNOTE_MARK = re.compile(r"^(?:\d{1,2}|[*\u2020\u2021\u00a7])(?:\s*\S|$)")
 _WORD_END = re.compile(r"([A-Za-z]+)-$")
 _WORD_START = re.compile(r"^([a-z]+)")
 
@@ -56,6 +58,7 @@ class Line:
     bottom: float
     right: float
     top: float
+    size: float = 0.0  # font size of its first character, 0 when unknown
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,8 @@ def clean(text: str) -> str:
 
 def _page_lines(page) -> list[Line]:
     """The page's lines with their boxes, from PDFium's text rectangles."""
+    import pypdfium2.raw as pdfium_c
+
     textpage = page.get_textpage()
     try:
         lines = []
@@ -173,7 +178,9 @@ def _page_lines(page) -> list[Line]:
             text = text.replace("\x02", "-").replace("\ufffe", "-")
             text = clean(text.replace("\r", " ").replace("\n", " "))
             if text:
-                lines.append(Line(text, left, bottom, right, top))
+                at = textpage.get_index(left + 0.5, (bottom + top) / 2, 2, 2)
+                size = pdfium_c.FPDFText_GetFontSize(textpage, at) if at is not None else 0.0
+                lines.append(Line(text, left, bottom, right, top, size))
         width, height = page.get_size()
     finally:
         textpage.close()
@@ -183,7 +190,12 @@ def _page_lines(page) -> list[Line]:
 def _scaled(line: Line, width: float, height: float) -> Line:
     """The line with its box as fractions of the page: pages of any size compare."""
     return Line(
-        line.text, line.left / width, line.bottom / height, line.right / width, line.top / height
+        line.text,
+        line.left / width,
+        line.bottom / height,
+        line.right / width,
+        line.top / height,
+        line.size,
     )
 
 
@@ -263,7 +275,27 @@ def _reading_order(lines: list[Line]) -> list[list[Line]]:
             band_left, band_right = [], []
             columns.append([line])
     columns += [c for c in (band_left, band_right) if c]
-    return columns
+    return _footnotes_last(columns)
+
+
+def _footnotes_last(columns: list[list[Line]]) -> list[list[Line]]:
+    """Footnotes (small lines ending a column, the first opening with a mark) moved to the end
+    of the page: in place they would cut a sentence that runs on into the next column."""
+    sizes = [line.size for column in columns for line in column if line.size]
+    if not sizes:
+        return columns
+    body = median(sizes)
+    kept, notes = [], []
+    for column in columns:
+        n = len(column)
+        while n > 1 and 0 < column[n - 1].size < 0.9 * body:
+            n -= 1
+        if n < len(column) and _FOOTNOTE_MARK.match(column[n].text):
+            kept.append(column[:n])
+            notes.append(column[n:])
+        else:
+            kept.append(column)
+    return kept + notes
 
 
 def _paragraphs(columns: list[list[Line]]) -> list[str]:

@@ -79,6 +79,10 @@ def test_reading_order_follows_the_columns(paper):
     assert order == sorted(order), f"title, abstract, sections and references in order: {order}"
     for part in (typeset.FACT_FOOTNOTE, typeset.FACT_CAPTION, "Lighthouse 5400"):
         assert part in text, f"footnotes, captions and tables are kept: {part!r} is missing"
+    first_page = "\n".join(read_pdf(paper).pages[0])
+    assert first_page.rstrip().endswith(typeset.FACT_FOOTNOTE), (
+        "a footnote ends its page instead of cutting the column's last sentence from the next"
+    )
 
 
 def test_a_cited_passage_names_its_page_and_section(paper, paper_index):
