@@ -134,6 +134,14 @@ def test_upload_a_pdf_ask_in_another_tab_and_open_the_cited_page(server, context
     mark = card.locator("mark").first
     assert "73 percent" in mark.inner_text(), "the supporting sentence is highlighted"
 
+    with context.expect_page() as opened:
+        link.click()  # a new tab, with Chromium's PDF viewer at the page
+    viewer = opened.value
+    viewer.wait_for_load_state()
+    assert viewer.url.endswith(f"#page={page_no}"), f"the PDF opens at its page: {viewer.url}"
+    kind = viewer.evaluate("document.contentType")
+    assert kind == "application/pdf", f"the new tab shows the PDF itself, not {kind}"
+    viewer.close()
     served = other.request.get(url + href.split("#")[0])
     assert served.status == 200 and served.headers["content-type"] == "application/pdf"
     assert served.body()[:5] == b"%PDF-", "the app serves the uploaded PDF itself"
