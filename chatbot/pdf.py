@@ -26,7 +26,7 @@ MAX_PAGES = 500
 # Streams may inflate to this much in all before a file is taken for a decompression bomb: a
 # 20 MB paper with images inflates to a few hundred MB at most.
 MAX_INFLATED = 512 * 1024 * 1024
-_PIECE = 16 * 1024 * 1024
+_PIECE = 16 * 1024 * 1024  # inflated a piece at a time, each thrown away
 NO_TEXT = "has no text layer (a scanned image?): OCR is not supported"
 REFERENCES = "References"
 # PDFium is not thread-safe: one document is read at a time in the process.
@@ -45,8 +45,6 @@ _SPACES = re.compile(r"[ \t\u00a0\u2000-\u200a\u202f\u205f\u3000]+")
 _INVISIBLE = re.compile(r"[\u00ad\u200b-\u200d\u2060\ufeff\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 # A footnote opens with its mark: a number or a symbol, alone (a superscript of its own) or not.
 _FOOTNOTE_MARK = re.compile(r"^(?:\d{1,2}|[*\u2020\u2021\u00a7])(?:\s*\S|$)")
-_WORD_END = re.compile(r"([A-Za-z]+)-$")
-_WORD_START = re.compile(r"^([a-z]+)")
 
 
 @dataclass(frozen=True)
