@@ -83,6 +83,7 @@ def main() -> None:
     ap.add_argument("--summaries", type=Path, required=True, help="data dir of the summaries")
     ap.add_argument("--abstracts", type=Path, help="data dir holding the `abstracts` collection")
     ap.add_argument("--sets", type=Path, nargs="+", required=True)
+    ap.add_argument("--limit", type=int, default=0, help="at most this many questions a set")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/offline-tuning.json"))
     args = ap.parse_args()
     bots = {"summaries": Chatbot(Settings.load(env_file=None, data_dir=args.summaries))}
@@ -92,7 +93,7 @@ def main() -> None:
         )
     results = {}
     for path in args.sets:
-        rows = load(path)
+        rows = load(path)[: args.limit or None]
         bot = bots["abstracts" if "doc_id" in rows[0] else "summaries"]
         texts = {d.doc_id: d.text for d in bot.documents()} if "doc_id" not in rows[0] else {}
         results[path.name] = [

@@ -105,7 +105,8 @@ def sources(citations: Sequence[Any]) -> str:
         return ""
     lines = []
     for c in citations:
-        lines.append(f"- [{c.n}] {_title(c)}" + (f" — {c.url}" if c.url else ""))
+        page = f", p. {c.page}" if getattr(c, "page", None) else ""
+        lines.append(f"- [{c.n}] {_title(c)}{page}" + (f" — {c.url}" if c.url else ""))
     return "\n\nSources:\n" + "\n".join(lines)
 
 

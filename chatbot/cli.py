@@ -53,7 +53,8 @@ def _print_sources(answer, out=None) -> None:
     print("\nSources:", file=out)
     for c in answer.citations:
         head = " — ".join(part for part in (c.title, c.paper, _byline(c.metadata)) if part)
-        print(f"  [{c.n}] {head} ({c.doc_id}, score {c.score:.2f})", file=out)
+        page = f", p. {c.page}" if c.page else ""
+        print(f"  [{c.n}] {head} ({c.doc_id}{page}, score {c.score:.2f})", file=out)
         if c.url:
             print(f"      {c.url}", file=out)
         if c.quote:
@@ -299,8 +300,8 @@ def _add_ingest(sub: Any) -> None:
     p.add_argument(
         "paths",
         nargs="*",
-        help="files or folders of .md/.txt documents, or .jsonl (a file over CHATBOT_MAX_FILE_MB, "
-        "20 by default, is skipped)",
+        help="files or folders of .pdf/.md/.txt documents, or .jsonl, or https:// and arXiv links "
+        "to PDFs (a file over CHATBOT_MAX_FILE_MB, 20 by default, is skipped)",
     )
     p.add_argument("--rebuild", action="store_true", help="drop the collection and index anew")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

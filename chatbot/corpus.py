@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import re
 import unicodedata
@@ -12,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from .pdf import MAX_PAGES as MAX_PDF_PAGES
+from .pdf import SUFFIXES as PDF_SUFFIXES
 from .records import SUFFIXES as RECORD_SUFFIXES
 from .records import clean_metadata, has_text, is_records_file, read_records, too_large
 from .types import Document, Passage, Problem
@@ -23,6 +26,8 @@ _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", r
 # never handed an unbounded piece. Shorter texts are split whole, so their passages do not depend
 # on it.
 BLOCK_CHARS = 100_000
+# The metadata a passage has of its own: where in its document it is.
+PLACE = ("page", "page_end", "page_break", "section")
 
 
 def slugify(text: str) -> str:
@@ -33,7 +38,7 @@ def slugify(text: str) -> str:
 
 def iter_files(paths: Iterable[str | Path]) -> Iterator[Path]:
     """Every readable document under `paths` (files as given, folders searched), sorted."""
-    wanted = SUFFIXES + RECORD_SUFFIXES
+    wanted = SUFFIXES + RECORD_SUFFIXES + PDF_SUFFIXES
     for path in map(Path, paths):
         if path.is_dir():
             yield from sorted(
@@ -102,13 +107,24 @@ def _title_from(path: Path, text: str) -> str:
     return path.stem.replace("_", " ").replace("-", " ").strip().capitalize()
 
 
+def read_pdf_document(path: Path, max_bytes: int | None, max_pages: int) -> Document:
+    """A PDF as a Document with its pages and sections; ValueError with the reason otherwise."""
+    from .pdf import read_pdf, to_document
+
+    return to_document(path, slugify(path.stem), read_pdf(path, max_bytes, max_pages))
+
+
 def load_documents(
-    paths: Iterable[str | Path], fields: Any = None, max_bytes: int | None = None
+    paths: Iterable[str | Path],
+    fields: Any = None,
+    max_bytes: int | None = None,
+    max_pages: int = MAX_PDF_PAGES,
 ) -> tuple[list[Document], list[Problem]]:
     """Read every document under `paths`; bad files become Problems, the rest are returned.
 
     JSON Lines files hold one document a line; `fields` (a records.Fields) names their fields.
-    A file (or a record's text) larger than `max_bytes` is refused.
+    A file (or a record's text) larger than `max_bytes`, or a PDF of over `max_pages` pages,
+    is refused.
     """
     docs: list[Document] = []
     problems: list[Problem] = []
@@ -122,7 +138,10 @@ def load_documents(
             problems.extend(bad)
         else:
             try:
-                found = [read_document(path, max_bytes)]
+                if path.suffix.lower() in PDF_SUFFIXES:
+                    found = [read_pdf_document(path, max_bytes, max_pages)]
+                else:
+                    found = [read_document(path, max_bytes)]
             except ValueError as e:
                 problems.append(Problem(str(path), str(e)))
                 continue
@@ -170,22 +189,49 @@ class Splitter:
 
     def blocks(self, doc: Document) -> Iterator[list[Passage]]:
         """The passages of `doc`, a block of its text at a time (one block unless it is long)."""
-        n = 0
+        n = offset = 0
         for block in _blocks(doc.text, BLOCK_CHARS):
             chunks = [c.strip() for c in self._splitter.split_text(block) if c.strip()]
-            yield [self._passage(doc, n + i, chunk) for i, chunk in enumerate(chunks)]
+            passages = []
+            cursor = 0
+            for i, chunk in enumerate(chunks):
+                # Chunks are pieces of the block in order: finding each after the last one's
+                # start gives its place, and so its page and section.
+                at = block.find(chunk, cursor)
+                start = offset + (at if at >= 0 else cursor)
+                cursor = at if at >= 0 else cursor
+                where = _place(doc, start, start + len(chunk))
+                passages.append(self._passage(doc, n + i, chunk, where))
+            yield passages
             n += len(chunks)
+            offset += len(block)
 
     @staticmethod
-    def _passage(doc: Document, i: int, chunk: str) -> Passage:
+    def _passage(doc: Document, i: int, chunk: str, where: dict[str, Any]) -> Passage:
         key = hashlib.sha256(f"{doc.doc_id}\n{i}\n{doc.fingerprint}\n{chunk}".encode())
         return Passage(
             passage_id=key.hexdigest()[:32],
             doc_id=doc.doc_id,
             title=doc.title,
             text=chunk,
-            metadata=dict(doc.metadata),
+            metadata={**doc.metadata, **where},
         )
+
+
+def _place(doc: Document, start: int, end: int) -> dict[str, Any]:
+    """The page(s) and section of the text from `start` to `end` of `doc`, when it has them."""
+    place: dict[str, Any] = {}
+    if doc.pages:
+        place["page"] = bisect.bisect_right(doc.pages, start)
+        place["page_end"] = max(place["page"], bisect.bisect_left(doc.pages, end))
+        if place["page_end"] > place["page"]:
+            # Where in the passage the next page starts: a quote before it is on the first page.
+            place["page_break"] = doc.pages[place["page"]] - start
+    if doc.sections:
+        at = bisect.bisect_right([s for s, _ in doc.sections], start) - 1
+        if at >= 0:
+            place["section"] = doc.sections[at][1]
+    return place
 
 
 def _blocks(text: str, size: int) -> Iterator[str]:

@@ -67,8 +67,9 @@ class IngestReport:
         return line
 
 
-def _metadata(doc: Document, passage_index: int, n: int) -> dict[str, Any]:
-    meta = dict(doc.metadata)
+def _metadata(doc: Document, passage: Passage, passage_index: int, n: int) -> dict[str, Any]:
+    # The passage's own metadata: the document's, with its page and section where it has them.
+    meta = dict(passage.metadata)
     meta.update(
         doc_id=doc.doc_id,
         title=doc.title,
@@ -316,7 +317,7 @@ def _batches(
             # The count goes on the last block's passages: until they are written, a long
             # document cut short by an interruption is not whole and is written again.
             total = n + len(passages) if last else 0
-            items += [(p, _metadata(doc, n + i, total)) for i, p in enumerate(passages)]
+            items += [(p, _metadata(doc, p, n + i, total)) for i, p in enumerate(passages)]
             n += len(passages)
             while len(items) >= size:
                 # A document goes with the batch after its last passage was queued: then it

@@ -23,6 +23,8 @@ from .vectors import SentenceVectors
 
 __all__ = ["Answer", "AnswerStream", "Chatbot", "Citation"]
 
+UPLOADS = "uploads"  # under the data directory: files added in the web UI
+
 
 class Chatbot:
     """Ask questions about the indexed papers; answers cite the passages they come from."""
@@ -103,10 +105,22 @@ class Chatbot:
         the id to it.
         """
         from .corpus import Splitter, load_documents
+        from .fetch import localise
         from .ingest import sync
 
-        roots = list(paths) if paths else [self.settings.corpus_dir]
-        docs, problems = load_documents(roots, fields, self.settings.max_file_bytes)
+        settings = self.settings
+        # Links (https://…/paper.pdf, arXiv pages) are fetched into the data directory first.
+        roots, fetched = localise(
+            list(paths) if paths else [settings.corpus_dir],
+            settings.data_dir,
+            max_bytes=settings.max_file_bytes,
+            timeout=settings.timeout,
+            arxiv_base=settings.arxiv_url,
+        )
+        docs, problems = load_documents(
+            roots, fields, settings.max_file_bytes, settings.max_pdf_pages
+        )
+        problems = fetched + problems
         with self._lock:
             # Counted as a change until it is known that nothing changed (also when interrupted).
             changed_before, self._changed = self._changed, True
@@ -168,9 +182,9 @@ class Chatbot:
             self.ingest()
             if not self._ready:
                 raise EmptyIndexError(
-                    f"The index is empty: the corpus folder {corpus} holds no .md, .txt or .jsonl "
-                    "document that could be indexed. Add some and run `chatbot ingest`, or run "
-                    f"`chatbot ingest PATH` on another folder {fill}."
+                    f"The index is empty: the corpus folder {corpus} holds no .pdf, .md, .txt or "
+                    ".jsonl document that could be indexed. Add some and run `chatbot ingest`, or "
+                    f"run `chatbot ingest PATH` on another folder {fill}."
                 )
         self._ready = True
 
@@ -233,6 +247,54 @@ class Chatbot:
             judge = model.judge
         return evidence(text, passages, numbers, self.vectors, judge)
 
+    # -- files added through the web UI -------------------------------------------------------
+
+    @property
+    def uploads_dir(self) -> Path:
+        """Where uploaded files are kept: `uploads/` in the data directory."""
+        return Path(self.settings.data_dir) / UPLOADS
+
+    def add_files(self, files: Sequence[str | Path], names: Sequence[str] | None = None):
+        """Copy `files` into `uploads_dir` under safe versions of `names` (default: their own)
+        and index them; a refused file is not kept. Returns the IngestReport and the kept paths."""
+        import shutil
+
+        from .fetch import safe_name
+
+        folder = self.uploads_dir
+        folder.mkdir(parents=True, exist_ok=True)
+        kept = []
+        for file, name in zip(files, names or [Path(f).name for f in files], strict=True):
+            target = folder / safe_name(name)
+            shutil.copyfile(file, target)
+            kept.append(target)
+        report = self.ingest(kept, progress=True)
+        refused = {Path(p.source.partition("#")[0]).name for p in report.problems}
+        for target in kept:
+            if target.name in refused:
+                target.unlink(missing_ok=True)
+        return report, [t for t in kept if t.name not in refused]
+
+    def delete_upload(self, doc_id: str) -> bool:
+        """Remove an uploaded document, its file and its passages; False when it is not one."""
+        stored = self.store.documents().get(doc_id)
+        folder = self.uploads_dir.resolve()
+        if stored is None or not all(Path(s).parent == folder for s in stored.sources):
+            return False
+        for source in stored.sources:
+            Path(source).unlink(missing_ok=True)
+        self.ingest([folder], progress=False)
+        return True
+
+    def pdf_files(self) -> list[Path]:
+        """The folders of uploaded and fetched PDFs, and every PDF file indexed now."""
+        from .fetch import FOLDER
+
+        data = Path(self.settings.data_dir).resolve()
+        sources = {s for d in self.store.documents().values() for s in d.sources}
+        files = sorted(Path(s) for s in sources if s.lower().endswith(".pdf"))
+        return [data / UPLOADS, data / FOLDER, *(f for f in files if f.is_absolute())]
+
     def documents(self) -> list[Document]:
         """The indexed documents, each rebuilt from its passages, sorted by id."""
         _, texts, metas = self.store.all_passages()
@@ -263,6 +325,7 @@ def documents_from_passages(
     texts: Sequence[str], metas: Sequence[dict[str, Any] | None]
 ) -> list[Document]:
     """Documents rebuilt from their stored passages, put back in order and without overlaps."""
+    from .corpus import PLACE
     from .store import RESERVED
 
     chunks: dict[str, list[tuple[int, str]]] = {}
@@ -278,7 +341,8 @@ def documents_from_passages(
             heads[doc_id].get("title") or doc_id,
             join_overlapping([t for _, t in sorted(chunks[doc_id])]),
             heads[doc_id].get("source", ""),
-            {k: v for k, v in heads[doc_id].items() if k not in RESERVED},
+            # A passage's page and section are its own, not the document's.
+            {k: v for k, v in heads[doc_id].items() if k not in (*RESERVED, *PLACE)},
         )
         for doc_id in sorted(chunks)
     ]

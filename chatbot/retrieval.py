@@ -16,6 +16,7 @@ from pydantic import ConfigDict
 from .errors import KeywordIndexError
 from .keyword import KeywordIndex, terms
 from .options import check_k, check_where, explain_no_match
+from .pdf import REFERENCES
 from .query import Facets, Narrowing, about, facets
 from .store import Store
 from .types import Passage
@@ -24,6 +25,8 @@ from .types import Passage
 # benchmark: docs/benchmarks.md shows the sweep (0.6 would be a little better on titles).
 KEYWORD_WEIGHT = 0.5
 COVERAGE_WEIGHT = 0.25
+# What a passage of a PDF's reference list keeps of its fused score (see demote_references).
+REFERENCES_WEIGHT = 0.7
 # A word that the text of this many passages holds ("Data", "Fisher") is read as a surname only
 # when the question says so plainly ("Fisher et al."), not after "by" ("by Fisher information").
 COMMON_WORD_PASSAGES = 20
@@ -168,9 +171,12 @@ class Retriever:
             # A filter that matches nothing is most often a typo: say which field or kind is off.
             explain_no_match(given, self.store.collection.get(include=["metadatas"])["metadatas"])
         fused = fuse(dense, keyword)
-        top = sorted(fused, key=lambda pid: (-fused[pid], pid))[:k]
-        missing = [pid for pid in top if pid not in by_id]
+        # Twice as many as kept: a reference list that loses its place makes room for the body.
+        pool = sorted(fused, key=lambda pid: (-fused[pid], pid))[: 2 * k]
+        missing = [pid for pid in pool if pid not in by_id]
         by_id.update(self.store.get(missing))
+        fused = demote_references(fused, {pid: by_id[pid] for pid in pool if pid in by_id})
+        top = sorted(pool, key=lambda pid: (-fused[pid], pid))[:k]
         passages = [replace(by_id[pid], score=round(fused[pid], 4)) for pid in top if pid in by_id]
         coverage = _coverage(query, passages[:3])
         score = relevance(dense_best, coverage)
@@ -181,6 +187,21 @@ class Retriever:
             ok = bool(passages)
         said = narrowing.said if narrowing else ()
         return Retrieval(query, passages, dense_best, coverage, score, ok, said)
+
+
+def demote_references(scores: dict[str, float], passages: dict[str, Passage]) -> dict[str, float]:
+    """`scores` with those of passages from a paper's reference list scaled down.
+
+    A reference list is dense with the titles of related work, so it matches a topic's words
+    better than the paper's own text does: kept searchable, it comes first only when nothing
+    in the body comes close.
+    """
+    return {
+        pid: score * REFERENCES_WEIGHT
+        if pid in passages and passages[pid].metadata.get("section") == REFERENCES
+        else score
+        for pid, score in scores.items()
+    }
 
 
 def fuse(

@@ -54,6 +54,7 @@ _LIMITS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "context_window": ("a number of tokens, at least 1", lambda v: v >= 1),
     "max_answer_tokens": ("a number of tokens, at least 1", lambda v: v >= 1),
     "max_file_mb": ("a size in MB above 0", lambda v: 0 < v < 1e6),
+    "max_pdf_pages": ("a number of pages, at least 1", lambda v: v >= 1),
 }
 
 
@@ -90,6 +91,9 @@ class Settings:
     context_window: int | None = None
     max_answer_tokens: int = 512
     max_file_mb: float = 20.0
+    max_pdf_pages: int = 500
+    # Where `chatbot ingest` fetches arXiv links from (`abs/ID` and `pdf/ID` become `BASE/pdf/ID`).
+    arxiv_url: str = "https://arxiv.org"
     # The key API clients of `chatbot serve` must send; required when it serves other machines.
     api_key: SecretStr | None = None
     # Who judges whether an answer's sentences are backed by their sources: "lexical" (figures,
@@ -120,6 +124,8 @@ class Settings:
         "context_window": "CHATBOT_CONTEXT_WINDOW",
         "max_answer_tokens": "CHATBOT_MAX_ANSWER_TOKENS",
         "max_file_mb": "CHATBOT_MAX_FILE_MB",
+        "max_pdf_pages": "CHATBOT_MAX_PDF_PAGES",
+        "arxiv_url": "CHATBOT_ARXIV_URL",
         "api_key": "CHATBOT_API_KEY",
         "support_check": "CHATBOT_SUPPORT_CHECK",
     }

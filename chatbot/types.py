@@ -19,13 +19,21 @@ class Document:
     text: str
     source: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Where each page starts in `text` (page 1 at pages[0]), for documents with pages (PDFs);
+    # and where each section starts, with its heading. Passages take theirs from these.
+    pages: tuple[int, ...] = ()
+    sections: tuple[tuple[int, str], ...] = ()
 
     @cached_property
     def fingerprint(self) -> str:
         """A hash of everything that ends up in the index, to detect edits."""
         # Cached: every passage's id and metadata carry it; hashing the whole text once per
         # passage would make splitting grow with the square of the text's length.
-        blob = json.dumps([self.doc_id, self.title, self.text, self.metadata], sort_keys=True)
+        parts: list[Any] = [self.doc_id, self.title, self.text, self.metadata]
+        if self.pages:
+            # Only when there are pages: the fingerprints of other documents stay as they were.
+            parts += [self.pages, self.sections]
+        blob = json.dumps(parts, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -73,6 +81,28 @@ class Citation:
         return self.metadata.get("url")
 
     @property
+    def page(self) -> str | None:
+        """The PDF page the quote (or the passage) is on: "4", or "4-5" when it spans two."""
+        first, last = self.metadata.get("page"), self.metadata.get("page_end")
+        if first is None:
+            return None
+        if last in (None, first):
+            return str(first)
+        cut = self.metadata.get("page_break")
+        if self.spans and isinstance(cut, int):
+            # A passage across a page break: the supporting sentences say which page it is.
+            if all(end <= cut for _, end in self.spans):
+                return str(first)
+            if all(start >= cut for start, _ in self.spans):
+                return str(last)
+        return f"{first}-{last}"
+
+    @property
+    def section(self) -> str | None:
+        """The heading of the section the passage is in, when the document has headings."""
+        return self.metadata.get("section")
+
+    @property
     def paper(self) -> str | None:
         """The paper's own title, when known."""
         return self.metadata.get("paper")
@@ -87,6 +117,8 @@ class Citation:
             "score": self.score,
             "paper": self.paper,
             "url": self.url,
+            "page": self.page,
+            "section": self.section,
             # Who wrote the cited record and where it appeared (None for documents without them).
             "authors": self.metadata.get("authors"),
             "year": self.metadata.get("year"),

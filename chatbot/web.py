@@ -24,6 +24,7 @@ from starlette.middleware import Middleware
 from . import api
 from .errors import ChatbotError, ConfigError, EmptyIndexError
 from .webassets import CSS, JS, SAVE_JS, submit_js
+from .webdocs import documents_section, launch_options
 from .webguard import LOGIN_ATTEMPTS, LOGIN_COOLDOWN, Guard
 from .webview import (
     NO_SOURCES,
@@ -247,7 +248,8 @@ class Handlers:
         turn.update(
             answer=answer.text,
             abstained=answer.abstained,
-            citations=[c.to_dict() for c in answer.citations],
+            # The PDF behind a source, for its page link (kept out of the JSON shape and API).
+            citations=[{**c.to_dict(), "file": c.metadata.get("file")} for c in answer.citations],
             unsupported=[u.to_dict() for u in getattr(answer, "unsupported", ())],
             narrowed=list(getattr(answer, "narrowed", ())),
         )
@@ -338,13 +340,15 @@ def build_app(bot) -> gr.Blocks:
         with gr.Tabs():
             with gr.Tab("Chat", id="chat-tab"):
                 tab = _chat_tab(bot.settings.max_question_chars)
-            with gr.Tab("Corpus", id="corpus-tab") as corpus_tab:
-                pick = gr.Dropdown(label="Read a summary", choices=[], elem_id="corpus-pick")
+            with gr.Tab("Documents", id="corpus-tab") as corpus_tab:
+                upload = documents_section(bot)  # add files, delete uploaded ones
+                pick = gr.Dropdown(label="Read a document", choices=[], elem_id="corpus-pick")
                 reader = gr.Markdown(elem_id="corpus-doc")
                 table = gr.HTML(elem_id="corpus-table")
         _wire_chat(ui, tab, turns, bot.settings.max_question_chars)
         app.load(ui.indicator, None, status, **PRIVATE)
         corpus_tab.select(ui.load_corpus, None, [table, pick, docs], **PRIVATE)
+        upload.wire(corpus_tab, [(ui.load_corpus, [table, pick, docs]), (ui.indicator, status)])
         pick.change(ui.show_document, [pick, docs], reader, **PRIVATE)
         gr.api(ui.chat, api_name="chat")
     return app
@@ -487,6 +491,14 @@ def parse_auth(auth: str | tuple[str, str] | None) -> tuple[str, str] | None:
     return user, password
 
 
+def _theme() -> gr.themes.Default:
+    """The default theme with the system's fonts: nothing is loaded from other hosts."""
+    return gr.themes.Default(
+        font=["ui-sans-serif", "system-ui", "sans-serif"],
+        font_mono=["ui-monospace", "Consolas", "monospace"],
+    )
+
+
 def serve(
     bot,
     host: str = "127.0.0.1",
@@ -522,15 +534,13 @@ def serve(
             share=False,
             show_error=False,
             quiet=True,
-            theme=gr.themes.Default(
-                font=["ui-sans-serif", "system-ui", "sans-serif"],
-                font_mono=["ui-monospace", "Consolas", "monospace"],
-            ),
+            theme=_theme(),
             css=CSS,
             js=JS,
             footer_links=["api"],
             run_history=False,
             auth_message=LOGIN_NOTE if credentials else None,
+            **launch_options(bot),  # PDFs served for the page links, the upload size limit
             # Every response carries the CSP, and /login is throttled (webguard.py).
             app_kwargs={"middleware": [Middleware(Guard)], "routes": v1},
         )

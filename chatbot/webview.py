@@ -10,8 +10,10 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
+from . import Citation
 from .errors import ChatbotError, ModelError
 from .webcite import flag_html, linkify, marker_evidence, put_flags, why, with_flags
+from .webdocs import pdf_link
 
 FEEDBACK_FILE = "feedback.jsonl"
 NO_SOURCES = "<p class='hint'>The sources of the latest answer appear here.</p>"
@@ -213,6 +215,8 @@ def passage_dicts(passages) -> list[dict[str, Any]]:
             "score": p.score,
             "paper": p.metadata.get("paper"),
             "url": p.metadata.get("url"),
+            "page": Citation(0, p.doc_id, p.title, p.text, p.score, p.metadata).page,
+            "file": p.metadata.get("file"),
             **{k: p.metadata.get(k) for k in ("authors", "year", "venue")},
         }
         for n, p in enumerate(passages, 1)
@@ -238,6 +242,13 @@ def _card(answer: int, c: dict[str, Any]) -> str:
         meta.insert(0, f"Paper: {_link(url, paper or 'paper')}")
     elif paper:
         meta.insert(0, f"Paper: {paper}")
+    if c.get("page"):
+        where = f"p. {html.escape(str(c['page']))}"
+        link = pdf_link(c.get("file"), c["page"])
+        if link:
+            href = html.escape(link, quote=True)
+            where = f"<a class='page-link' href='{href}' target='_blank' rel='noopener'>{where}</a>"
+        meta.insert(0, where)
     anchor = (
         f"<div class='source' id='src-{answer}-{c['n']}'>"
         if c["n"]
@@ -377,6 +388,8 @@ def corpus_documents(bot) -> list[dict[str, Any]]:
             "paper": d.metadata.get("paper"),
             "url": _safe_url(d.metadata.get("url")),
             "text": d.text,
+            "pages": d.metadata.get("pages"),  # PDFs: their page count, and the file served
+            "file": d.metadata.get("file"),
         }
         for d in bot.documents()
     ]
@@ -390,6 +403,11 @@ def corpus_table(docs: list[dict[str, Any]]) -> str:
         paper = html.escape(d["paper"] or "")
         if d["url"]:
             paper = _link(d["url"], paper or "link")
+        if d.get("pages"):
+            label = f"PDF, {d['pages']} page{'s' if d['pages'] != 1 else ''}"
+            link = pdf_link(d.get("file"), "1")
+            pdf = _link(link, label) if link else label
+            paper = f"{paper} · {pdf}" if paper else pdf
         rows.append(
             f"<tr><td>{i}</td><td>{html.escape(d['title'])}</td><td>{paper}</td>"
             f"<td><code>{html.escape(d['doc_id'])}</code></td></tr>"

@@ -13,6 +13,7 @@ ADAPTERS = (
     "web",
     "webassets",
     "webview",
+    "webdocs",
     "webguard",
     "evaluate",
     "api",

@@ -92,8 +92,8 @@ def test_remote_images_in_documents_and_answers_are_links_and_never_fetched(
         assert "<img" in bubble.inner_text(), "the HTML tag is shown as text"
         assert "Zeppelin hangar acoustics" in page.locator("#sources").inner_text()
 
-        page.get_by_role("tab", name="Corpus").click()
-        page.get_by_role("combobox", name="Read a summary").click()
+        page.get_by_role("tab", name="Documents").click()
+        page.get_by_role("combobox", name="Read a document").click()
         page.get_by_role("option", name="Zeppelin hangar acoustics").click()
         page.locator("#corpus-doc").get_by_role("link", name="chart").wait_for()
         assert not page.csp_errors, f"the app itself broke the policy: {page.csp_errors}"

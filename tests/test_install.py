@@ -65,7 +65,7 @@ def test_an_ingest_that_indexed_nothing_still_leaves_the_index_empty(tmp_path):
     empty.mkdir()
     bot = Chatbot(Settings.load(env_file=None, data_dir=tmp_path / "data", corpus_dir=empty))
     assert bot.ingest([empty]).added == 0
-    with pytest.raises(EmptyIndexError, match=r"holds no \.md, \.txt or \.jsonl document"):
+    with pytest.raises(EmptyIndexError, match=r"holds no \.pdf, \.md, \.txt or \.jsonl document"):
         bot.ask(QUESTION)
 
 

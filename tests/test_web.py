@@ -423,13 +423,13 @@ def test_example_questions_are_answered_and_the_corpus_tab_lists_readable_docume
     assert user == example, "clicking an example should ask it"
     assert "[1]" in bot_texts(page)[0], f"the example should get a cited answer: {bot_texts(page)}"
 
-    page.get_by_role("tab", name="Corpus").click()
+    page.get_by_role("tab", name="Documents").click()
     rows = page.locator("#corpus-list tr")
     rows.nth(20).wait_for()
     assert rows.count() == 21, "the corpus table should list the 20 documents under its header"
     assert "Do AI agent benchmarks reflect reality?" in page.locator("#corpus-list").inner_text()
 
-    page.get_by_role("combobox", name="Read a summary").click()
+    page.get_by_role("combobox", name="Read a document").click()
     page.get_by_role("option", name="Optimal Transport: moving mass between distributions").click()
     reader = page.locator("#corpus-doc")
     reader.get_by_text("Optimal Transport: moving mass").first.wait_for()
@@ -577,7 +577,7 @@ def test_focusing_a_citation_by_keyboard_shows_its_quote(page, server, bot):
 @needs_chromium
 def test_on_a_phone_the_corpus_table_scrolls_sideways_not_the_page(phone, server):
     open_app(phone, server)
-    phone.get_by_role("tab", name="Corpus").click()
+    phone.get_by_role("tab", name="Documents").click()
     phone.locator("#corpus-list tr").nth(20).wait_for()
     widths = phone.evaluate(
         "() => ({page: document.documentElement.scrollWidth, screen: window.innerWidth,"
