@@ -8,7 +8,8 @@ build):
     python3 -m venv /tmp/stvenv
     /tmp/stvenv/bin/pip install torch==2.13.0
     /tmp/stvenv/bin/pip install sentence-transformers
-    MODEL_DIR="$(.venv/bin/python -c 'from chatbot.embeddings import default_model_dir; print(default_model_dir())')"
+    MODEL_DIR="$(.venv/bin/python -c \
+        'from chatbot.embeddings import default_model_dir as d; print(d())')"
     /tmp/stvenv/bin/python tests/data/make_minilm_reference.py "$MODEL_DIR"
 
 It overwrites tests/data/minilm_reference.json (next to this script).
