@@ -36,8 +36,13 @@ def iter_files(paths: Iterable[str | Path]) -> Iterator[Path]:
     wanted = SUFFIXES + RECORD_SUFFIXES
     for path in map(Path, paths):
         if path.is_dir():
+            # A link that leads nowhere (a loop, a missing target) is kept, so that reading it
+            # names it as skipped instead of leaving it out without a word.
             yield from sorted(
-                p for p in path.rglob("*") if p.suffix.lower() in wanted and p.is_file()
+                p
+                for p in path.rglob("*")
+                if p.suffix.lower() in wanted
+                and (p.is_file() or (p.is_symlink() and not p.exists()))
             )
         else:
             yield path

@@ -90,6 +90,10 @@ class Settings:
     max_file_mb: float = 20.0
     # The key API clients of `chatbot serve` must send; required when it serves other machines.
     api_key: SecretStr | None = None
+    # The web UI's login as "user:password" (from the environment, it stays out of `ps`).
+    login: SecretStr | None = None
+    # Proxies (addresses or networks, comma-separated) whose X-Forwarded-For names the client.
+    trusted_proxies: str | None = None
 
     # Environment variable for each field; the API key names are the ones every OpenAI tool uses.
     ENV: ClassVar[dict[str, str]] = {
@@ -116,6 +120,8 @@ class Settings:
         "max_answer_tokens": "CHATBOT_MAX_ANSWER_TOKENS",
         "max_file_mb": "CHATBOT_MAX_FILE_MB",
         "api_key": "CHATBOT_API_KEY",
+        "login": "CHATBOT_AUTH",
+        "trusted_proxies": "CHATBOT_TRUSTED_PROXIES",
     }
 
     @classmethod
@@ -137,7 +143,7 @@ class Settings:
 
     def __post_init__(self) -> None:
         # Keys given as text (a flag, a test) are wrapped too; folders may start with "~".
-        for key in ("openai_api_key", "embedding_api_key", "api_key"):
+        for key in ("openai_api_key", "embedding_api_key", "api_key", "login"):
             value = getattr(self, key)
             if isinstance(value, str):
                 object.__setattr__(self, key, SecretStr(value) if value else None)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -20,6 +22,8 @@ from . import chroma_dir
 from .errors import ConfigError, StoreDamagedError, StoreError
 from .settings import Settings
 from .types import Passage
+
+log = logging.getLogger(__name__)
 
 # Metadata keys the chatbot writes on every passage; a document's own keys may not overwrite them.
 RESERVED = ("doc_id", "title", "fingerprint", "n_passages", "source", "chunk")
@@ -89,13 +93,55 @@ class EmbeddingCache:
 
     def __init__(self, path: Path, embeddings: Embeddings) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, timeout=30)
-        self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB)")
+        self.path = path
         self._lock = threading.Lock()
+        try:
+            self._db = self._connect()
+        except sqlite3.DatabaseError as e:
+            self._db = self._replace(e)
         self.embeddings = embeddings
         self._model = embedding_name(embeddings)
         self._here = InProcessEmbedder(embeddings)
         self.computed = 0  # texts the model embedded (the rest came from the cache)
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        try:
+            db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB)")
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _replace(self, error: sqlite3.DatabaseError) -> sqlite3.Connection:
+        """Move a damaged cache file aside and start an empty one; the vectors are recomputed.
+
+        The cache only saves work: every vector in it can be computed again from the documents,
+        so damage costs time, never data, and must not stop an ingest or a question.
+        """
+        if isinstance(error, sqlite3.OperationalError):
+            raise error  # locked or unreadable, not damaged: moving it would lose good vectors
+        if getattr(self, "_db", None) is not None:
+            self._db.close()
+        target = self.path.with_name(f"{self.path.name}.broken-{time.strftime('%Y%m%d-%H%M%S')}")
+        n = 1
+        while target.exists():
+            n += 1
+            target = target.with_name(
+                f"{self.path.name}.broken-{time.strftime('%Y%m%d-%H%M%S')}-{n}"
+            )
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            part = self.path.with_name(self.path.name + suffix)
+            if part.exists():
+                part.rename(target.with_name(target.name + suffix))
+        log.warning(
+            "The embedding cache %s was damaged (%s): moved it aside to %s and started a new one; "
+            "vectors it held are computed again.",
+            self.path,
+            error,
+            target.name,
+        )
+        return self._connect()
 
     def _key(self, text: str) -> str:
         return hashlib.sha256(f"{self._model}\0{text}".encode()).hexdigest()
@@ -115,13 +161,11 @@ class EmbeddingCache:
         keys = [self._key(t) for t in texts]
         found: dict[str, np.ndarray] = {}
         with self._lock:
-            for start in range(0, len(keys), 500):
-                chunk = keys[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                rows = self._db.execute(
-                    f"SELECT key, vec FROM vectors WHERE key IN ({marks})", chunk
-                )
-                found.update((k, np.frombuffer(v, dtype=np.float32)) for k, v in rows)
+            try:
+                found = self._lookup(keys)
+            except sqlite3.DatabaseError as e:
+                # SQLite meets damage inside the file only on the page it reads.
+                self._db = self._replace(e)
         missing = [i for i, k in enumerate(keys) if k not in found]
         todo = [texts[i] for i in missing]
         pending = (embedder or self._here).submit(todo) if missing else None
@@ -133,14 +177,33 @@ class EmbeddingCache:
                 for i, vec in zip(missing, new, strict=True):
                     found[keys[i]] = vec
                     rows.append((keys[i], vec.tobytes()))
-                with self._lock, self._db:
-                    self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", rows)
+                with self._lock:
+                    try:
+                        with self._db:
+                            self._db.executemany(
+                                "INSERT OR REPLACE INTO vectors VALUES (?, ?)", rows
+                            )
+                    except sqlite3.DatabaseError as e:
+                        self._db = self._replace(e)
+                        with self._db:
+                            self._db.executemany(
+                                "INSERT OR REPLACE INTO vectors VALUES (?, ?)", rows
+                            )
                 self.computed += len(missing)
             if not keys:
                 return np.empty((0, 0), dtype=np.float32)
             return np.stack([found[k] for k in keys])
 
         return finish
+
+    def _lookup(self, keys: list[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(f"SELECT key, vec FROM vectors WHERE key IN ({marks})", chunk)
+            found.update((k, np.frombuffer(v, dtype=np.float32)) for k, v in rows)
+        return found
 
 
 @dataclass(frozen=True)

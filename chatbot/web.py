@@ -23,7 +23,7 @@ from starlette.middleware import Middleware
 from . import api
 from .errors import ChatbotError, ConfigError, EmptyIndexError
 from .webassets import CSS, JS, SAVE_JS
-from .webguard import LOGIN_ATTEMPTS, LOGIN_COOLDOWN, Guard
+from .webguard import LOGIN_ATTEMPTS, LOGIN_COOLDOWN, Gate, Guard
 from .webview import (
     NO_SOURCES,
     chat_messages,
@@ -56,6 +56,7 @@ LOGIN_NOTE = (
     f"After {LOGIN_ATTEMPTS} wrong passwords, this address must wait before the next login "
     f"({LOGIN_COOLDOWN:.0f} s at first, twice as long after each further wrong one)."
 )
+KEY_NOTE = f"Log in with this server's API key as the password (any user name). {LOGIN_NOTE}"
 # The browser calls the event handlers; only the `chat` endpoint is part of the HTTP API.
 PRIVATE = {"api_visibility": "private"}
 # How often an answer waiting for the model's next piece looks whether Stop was pressed (s).
@@ -459,8 +460,20 @@ def parse_auth(auth: str | tuple[str, str] | None) -> tuple[str, str] | None:
         return auth
     user, sep, password = auth.partition(":")
     if not sep or not user or not password:
-        raise ConfigError("--auth must look like user:password (both parts non-empty).")
+        raise ConfigError(
+            "--auth (or CHATBOT_AUTH) must look like user:password (both parts non-empty)."
+        )
     return user, password
+
+
+def _trust_forwarded(proxies: str | None) -> None:
+    """Have the server take X-Forwarded-For as the client's address only from `proxies`.
+
+    uvicorn trusts it from the addresses in FORWARDED_ALLOW_IPS, 127.0.0.1 when unset: any local
+    client could then pick the address its wrong logins count against. Gradio builds uvicorn's
+    settings inside launch(), so the variable is how to reach them.
+    """
+    os.environ["FORWARDED_ALLOW_IPS"] = proxies or ""
 
 
 def serve(
@@ -475,9 +488,13 @@ def serve(
 
     Local only by default; block=False returns at once.
     """
-    credentials = parse_auth(auth)
-    key = bot.settings.api_key
+    settings = bot.settings
+    login = settings.login.get_secret_value() if settings.login else None
+    credentials = parse_auth(auth if auth is not None else login)
+    key = settings.api_key
+    # Off this machine a key is required; every route then asks for the login or the key.
     api.check_exposure(host, key)
+    gate = Gate(credentials, key)
     try:
         bot.ensure_index()
     except EmptyIndexError as e:
@@ -488,12 +505,14 @@ def serve(
     limit = api.concurrency(bot)
     app.queue(default_concurrency_limit=limit, max_size=None)
     # With a login on the UI, an API without a key is locked: it would answer past the login.
-    v1 = api.routes(bot, key, limit, locked=credentials is not None)
+    v1 = api.routes(bot, key, limit, locked=credentials is not None, throttle=gate.throttle)
+    _trust_forwarded(settings.trusted_proxies)
     try:
         app.launch(
             server_name=host,
             server_port=port,
-            auth=credentials,
+            # Without a login, the key is the login form's password: the page stays usable.
+            auth=credentials or (gate.right_login if key else None),
             prevent_thread_lock=True,
             share=False,
             show_error=False,
@@ -506,9 +525,10 @@ def serve(
             js=JS,
             footer_links=["api"],
             run_history=False,
-            auth_message=LOGIN_NOTE if credentials else None,
-            # Every response carries the CSP, and /login is throttled (webguard.py).
-            app_kwargs={"middleware": [Middleware(Guard)], "routes": v1},
+            auth_message=(LOGIN_NOTE if credentials else KEY_NOTE) if gate.closed else None,
+            # Every route asks for the login or the key, wrong ones are throttled, and every
+            # response carries the CSP (webguard.py).
+            app_kwargs={"middleware": [Middleware(Guard, gate=gate)], "routes": v1},
         )
     except OSError as e:
         # Gradio's own message talks about launch() parameters; say it in CLI terms.
