@@ -32,7 +32,7 @@ def open_client(settings: Settings, chroma_settings):
     path = folder(settings)
     try:
         path.mkdir(parents=True, exist_ok=True)
-        _check_db_present(path)
+        _check_db_present(path, settings)
         return chromadb.PersistentClient(path=str(path), settings=chroma_settings)
     except BaseException as e:  # a panic in Chroma's Rust core is a BaseException
         error = translate(e, settings)
@@ -52,7 +52,7 @@ def translate(e: BaseException, settings: Settings) -> StoreError | None:
     text = str(e)
     damage = next((s for s in _DAMAGED if s in text), None)
     if damage:
-        return damaged(path, damage)
+        return damaged(path, damage, settings.collection)
     read_only = isinstance(e, OSError) and e.errno in (errno.EROFS, errno.EACCES, errno.EPERM)
     if read_only or any(s in text for s in _READ_ONLY):
         return StoreReadOnlyError(
@@ -63,11 +63,13 @@ def translate(e: BaseException, settings: Settings) -> StoreError | None:
     return None
 
 
-def damaged(path: Path, reason: str) -> StoreDamagedError:
+def damaged(path: Path, reason: str, collection: str) -> StoreDamagedError:
     """The error for a damaged database in `path`, naming the file and the way out."""
     return StoreDamagedError(
-        f"The Chroma database {path / DB} is damaged ({reason}): run `chatbot ingest --rebuild` "
-        "to move it aside and index the documents anew (or restore the folder from a backup)."
+        f"The Chroma database {path / DB} is damaged ({reason}): run `chatbot --collection "
+        f"{collection} ingest --rebuild PATH…` with the folders and files it was built from, to "
+        "move it aside and index them anew from the embedding cache (or restore the folder from "
+        "a backup)."
     )
 
 
@@ -90,7 +92,7 @@ def move_aside(settings: Settings) -> Path:
     return target
 
 
-def _check_db_present(path: Path) -> None:
+def _check_db_present(path: Path, settings: Settings) -> None:
     """A store whose database is missing or empty while its vectors remain has lost its index.
 
     Chroma would silently start an empty database there, and the next question would index
@@ -100,7 +102,7 @@ def _check_db_present(path: Path) -> None:
     if (not db.exists() or db.stat().st_size == 0) and any(
         _SEGMENT.fullmatch(p.name) and p.is_dir() for p in path.iterdir()
     ):
-        raise damaged(path, "missing" if not db.exists() else "empty")
+        raise damaged(path, "missing" if not db.exists() else "empty", settings.collection)
 
 
 def _forget(path: Path) -> None:

@@ -64,6 +64,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         rebuild=args.rebuild,
         fields=Fields(args.id_field, args.title_field, args.text_field),
         replace=args.replace,
+        drop=args.yes,
     )
     for problem in report.problems:
         say(f"skipped {problem}", file=sys.stderr)
@@ -240,7 +241,14 @@ def _add_ingest(sub: Any) -> None:
         help="files or folders of .md/.txt documents, or .jsonl (a file over CHATBOT_MAX_FILE_MB, "
         "20 by default, is skipped)",
     )
-    p.add_argument("--rebuild", action="store_true", help="drop the collection and index anew")
+    p.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="drop the collection and index anew (it names any folder it would drop)",
+    )
+    p.add_argument(
+        "--yes", action="store_true", help="with --rebuild: drop what the paths do not cover"
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
         "--replace",

@@ -123,6 +123,16 @@ def sources(stored: dict[str, StoredDoc]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+def left_out(stored: dict[str, StoredDoc], roots: Sequence[str | Path]) -> dict[str, int]:
+    """The folders (or files) of stored documents that `roots` do not cover, with their counts.
+
+    A rebuild from `roots` alone would drop these documents.
+    """
+    resolved = [PurePath(Path(r).resolve()) for r in roots]
+    dropped = {k: v for k, v in stored.items() if not _covered(v.source, resolved)}
+    return sources(dropped)
+
+
 def _describe(stored: str) -> str:
     if PurePath(source_file(stored)).is_absolute():
         return stored

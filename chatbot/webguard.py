@@ -53,7 +53,7 @@ _LOGIN_PATHS = frozenset({"/login", "/login/"})
 # What the login page needs before anyone has logged in: the page, its script, style and config.
 _OPEN_PATHS = frozenset(
     {"/", "/login", "/login/", "/logout", "/config", "/config/", "/favicon.ico", "/theme.css"}
-    | {"/manifest.json", "/gradio_api/info", "/login_check", "/login_check/"}
+    | {"/manifest.json", "/login_check", "/login_check/", "/gradio_api/startup-events"}
 )
 _OPEN_PREFIXES = ("/assets/", "/static/", "/gradio_api/static/", "/svelte/", "/custom_component/")
 _MAX_LOGIN_BODY = 64 * 1024
