@@ -48,7 +48,7 @@ CONTENT_SECURITY_POLICY = "; ".join(
 LOGIN_ATTEMPTS = 5
 LOGIN_COOLDOWN = 30.0
 LOGIN_COOLDOWN_MAX = 900.0
-_FORGET_AFTER = 3600.0  # a counter quiet this long starts afresh
+FORGET_AFTER = 3600.0  # a counter quiet this long starts afresh
 _LOGIN_PATHS = frozenset({"/login", "/login/"})
 # What the login page needs before anyone has logged in: the page, its script, style and config.
 _OPEN_PATHS = frozenset(
@@ -57,6 +57,8 @@ _OPEN_PATHS = frozenset(
 )
 _OPEN_PREFIXES = ("/assets/", "/static/", "/gradio_api/static/", "/svelte/", "/custom_component/")
 _MAX_LOGIN_BODY = 64 * 1024
+# Where throttles read the time, unless given a clock: tests replace it to step time.
+CLOCK: Callable[[], float] = time.monotonic
 
 
 @dataclass
@@ -74,8 +76,8 @@ class LoginThrottle:
     is injectable, so tests step time instead of sleeping.
     """
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock = clock
+    def __init__(self, clock: Callable[[], float] | None = None) -> None:
+        self.clock = clock or CLOCK
         self._counts: dict[tuple[str, str], _Count] = {}
 
     def waiting(self, address: str, credential: str) -> float:
@@ -91,6 +93,8 @@ class LoginThrottle:
         wait = 0.0
         for key in (("address", address), ("user", credential)):
             count = self._counts.setdefault(key, _Count())
+            if count.until < now and now - count.last > FORGET_AFTER:
+                count.failures = 0  # quiet long enough: it starts afresh
             count.failures += 1
             count.last = now
             if count.failures >= LOGIN_ATTEMPTS:
@@ -103,7 +107,7 @@ class LoginThrottle:
         if len(self._counts) < 1000:
             return
         for key, count in list(self._counts.items()):
-            if count.until < now and now - count.last > _FORGET_AFTER:
+            if count.until < now and now - count.last > FORGET_AFTER:
                 del self._counts[key]
 
 
@@ -114,6 +118,8 @@ class Gate:
     login: tuple[str, str] | None = None
     key: SecretStr | None = None
     throttle: LoginThrottle = field(default_factory=LoginThrottle)
+    # The session a request with the right key is given, so Gradio's own checks let it in too.
+    key_session: str = field(default_factory=lambda: secrets.token_urlsafe(32), repr=False)
 
     @property
     def closed(self) -> bool:
@@ -162,10 +168,10 @@ class Guard:
             receive = await self._login(scope, receive, send, address)
             if receive is None:
                 return
-        elif gate.closed and not _open(scope) and not path.startswith("/v1/"):
+        elif gate.closed and not path.startswith("/v1/"):
             # /v1 checks the key itself, answering in the OpenAI protocol's error shape.
             refusal = self._refusal(scope, address)
-            if refusal is not None:
+            if refusal is not None and not _open(scope):
                 await _deny(scope, send, *refusal)
                 return
         await self.app(scope, receive, _with_policy(send))
@@ -207,6 +213,7 @@ class Guard:
         sent = bearer(headers.get(b"authorization", b"").decode("latin-1"))
         if sent is not None:
             if self.gate.right_key(sent):
+                _as_session(scope, self.gate)
                 return None
             wait = self.gate.throttle.failed(address, "key")
             if wait:
@@ -230,6 +237,22 @@ def _open(scope: dict) -> bool:
     if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD"):
         return False
     return path in _OPEN_PATHS or path.startswith(_OPEN_PREFIXES)
+
+
+def _as_session(scope: dict, gate: Gate) -> None:
+    """Let a request carrying the right key through Gradio's own login check as a session.
+
+    Gradio knows only its login cookie; `gradio_client` and scripts send the key instead.
+    """
+    app = scope.get("app")
+    tokens = getattr(app, "tokens", None)
+    if tokens is None:
+        return
+    tokens[gate.key_session] = "api-key"
+    cookie = f"access-token-{getattr(app, 'cookie_id', '')}={gate.key_session}".encode()
+    others = [(k, v) for k, v in scope.get("headers") or [] if k != b"cookie"]
+    sent = b"; ".join(v for k, v in scope.get("headers") or [] if k == b"cookie")
+    scope["headers"] = [*others, (b"cookie", b"; ".join(c for c in (sent, cookie) if c))]
 
 
 def _session(scope: dict, headers: dict[bytes, bytes]) -> str | None:
