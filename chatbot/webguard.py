@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs
 
 from pydantic import SecretStr
+from starlette.requests import Request
 
 # The page may load and connect to this server only. Images, media and fonts from elsewhere are
 # refused, so a document or an answer cannot make the browser report to an outside host (an
@@ -87,10 +87,14 @@ class LoginThrottle:
         return max((c.until - now for c in counts if c and c.until > now), default=0.0)
 
     def failed(self, address: str, credential: str) -> float:
-        """Count one wrong credential; the seconds to wait from now (0: not yet)."""
+        """Count one wrong credential; the seconds left of a wait it came during (0: none).
+
+        The wrong credential that reaches the limit is still answered as wrong; it starts the
+        wait, which each further wrong one made after a wait doubles.
+        """
         now = self.clock()
         self._forget(now)
-        wait = 0.0
+        wait = self.waiting(address, credential)
         for key in (("address", address), ("user", credential)):
             count = self._counts.setdefault(key, _Count())
             if count.until < now and now - count.last > FORGET_AFTER:
@@ -100,7 +104,6 @@ class LoginThrottle:
             if count.failures >= LOGIN_ATTEMPTS:
                 delay = LOGIN_COOLDOWN * 2 ** (count.failures - LOGIN_ATTEMPTS)
                 count.until = max(count.until, now + min(delay, LOGIN_COOLDOWN_MAX))
-            wait = max(wait, count.until - now)
         return wait
 
     def _forget(self, now: float) -> None:
@@ -183,9 +186,7 @@ class Guard:
             message = await receive()
             body += message.get("body", b"")
             more = message.get("more_body", False) and len(body) <= _MAX_LOGIN_BODY
-        form = parse_qs(body.decode("utf-8", "replace"))
-        user = (form.get("username") or [""])[0]
-        password = (form.get("password") or [""])[0]
+        user, password = await _credentials(scope, body)
         gate = self.gate
         if not gate.right_login(user, password):
             wait = gate.throttle.failed(address, f"login:{user}")
@@ -229,6 +230,20 @@ class Guard:
             ", or send 'Authorization: Bearer KEY'" if self.gate.key is not None else ""
         )
         return 401, f"This server asks for a login: {ask}.", 0.0
+
+
+async def _credentials(scope: dict, body: bytes) -> tuple[str, str]:
+    """The user name and password of a login form, urlencoded or multipart as browsers send."""
+
+    async def once() -> dict:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    try:
+        form = await Request(scope, once).form()
+    except Exception:  # a malformed body: Gradio refuses it too
+        return "", ""
+    user, password = form.get("username"), form.get("password")
+    return (user if isinstance(user, str) else ""), (password if isinstance(password, str) else "")
 
 
 def _open(scope: dict) -> bool:
