@@ -120,7 +120,10 @@ def load_documents(
     seen: dict[str, str] = {}
     for path in iter_files(paths):
         if not path.exists():
-            problems.append(Problem(str(path), "does not exist"))
+            missing = "does not exist"
+            if path.is_symlink():
+                missing = "is a symbolic link that leads nowhere (a loop, or a missing target)"
+            problems.append(Problem(str(path), missing))
             continue
         if is_records_file(path):
             found, bad = read_records(path, fields, max_bytes)

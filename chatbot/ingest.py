@@ -6,6 +6,7 @@ store; `sync` looks at the disk once, makes the plan, and applies it batch by ba
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -128,7 +129,7 @@ def left_out(stored: dict[str, StoredDoc], roots: Sequence[str | Path]) -> dict[
 
     A rebuild from `roots` alone would drop these documents.
     """
-    resolved = [PurePath(Path(r).resolve()) for r in roots]
+    resolved = [PurePath(os.path.realpath(r)) for r in roots]
     dropped = {k: v for k, v in stored.items() if not _covered(v.source, resolved)}
     return sources(dropped)
 
@@ -241,8 +242,9 @@ def sync(
     todo = plan(
         stored,
         docs,
-        [Path(r).resolve() for r in roots],
-        failed={str(Path(p.source).resolve()) for p in report.problems},
+        [Path(os.path.realpath(r)) for r in roots],
+        # realpath, unlike Path.resolve, does not raise on a symlink loop (named as a problem).
+        failed={os.path.realpath(p.source) for p in report.problems},
         present=_present(stored, docs),
         replace=replace,
     )
