@@ -174,3 +174,29 @@ def test_a_record_id_that_is_an_object_is_refused_by_name(tmp_path):
 def test_a_question_that_is_not_text_is_named_as_such(bot, question):
     with pytest.raises(QuestionError, match="must be text"):
         bot.ask(question)
+
+
+def test_where_authors_matches_one_author_of_several(tmp_path, capsys):
+    path = tmp_path / "papers.jsonl"
+    rows = [
+        {"id": "p1", "title": "Lens grinding", "authors": ["Ada Lovelace", "Alan Turing"]},
+        {"id": "p2", "title": "Beam timing", "authors": ["Grace Hopper"]},
+        {"id": "p3", "title": "Prism rings", "authors": "Alan Turing, Grace Hopper"},
+    ]
+    for row in rows:
+        row["text"] = f"{row['title']} for lighthouse fresnel lenses, measured at sea."
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", "utf-8")
+    data = str(tmp_path / "d")
+    assert main(["--data-dir", data, "--collection", "papers", "ingest", "--quiet", str(path)]) == 0
+
+    def found(*where: str) -> set[str]:
+        conditions = [w for c in where for w in ("--where", c)]
+        args = ["--data-dir", data, "--collection", "papers", "retrieve", "lenses", "--json"]
+        capsys.readouterr()
+        main([*args, *conditions])
+        return {row["doc_id"] for row in json.loads(capsys.readouterr().out)}
+
+    assert found("authors=Alan Turing") == {"p1", "p3"}, "each paper Turing is one author of"
+    assert found("authors=ada lovelace") == {"p1"}, "names compare as names, in any case"
+    assert found("authors!=Grace Hopper") == {"p1"}
+    assert found("authors=Alan Turing", "authors=Grace Hopper") == {"p3"}

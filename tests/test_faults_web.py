@@ -188,3 +188,28 @@ def test_password_guessing_is_refused_for_a_while_the_right_password_never(
         page.locator("#question textarea").wait_for()
     finally:
         app.close()
+
+
+def test_the_downloaded_conversation_shows_document_html_as_text():
+    # A Markdown viewer renders HTML: the export must not carry a document's tags as tags.
+    from markdown_it import MarkdownIt
+
+    evil = '<img src="http://h/x.png" onerror="alert(1)"><script>alert(2)</script>'
+    turn = {
+        "question": f"What about {evil}?",
+        "answer": f"Lenses focus light {evil} [1].",
+        "citations": [
+            {
+                "n": 1,
+                "title": f"Lenses {evil}",
+                "paper": f"Paper {evil}",
+                "url": 'https://example.org/a"><script>alert(3)</script>',
+                "score": 0.9,
+            }
+        ],
+    }
+    saved = webview.conversation_markdown([turn], f"model {evil}")
+    rendered = MarkdownIt("commonmark").render(saved)
+    assert not re.search(r"<(img|script)", rendered), rendered
+    assert rendered.count("&lt;script&gt;") >= 4, "the tags are shown as text"
+    assert "Lenses focus light" in rendered and "https://example.org/a" in rendered
