@@ -255,3 +255,18 @@ def test_an_environment_without_a_login_leaves_the_local_server_open(gate_data):
         assert "[1]" in answer, "with no key and no login on 127.0.0.1, nothing is asked for"
     finally:
         app.close()
+
+
+def test_the_api_alone_ignores_forwarded_for_too(gate_data, quiet):
+    from chatbot import api
+
+    bot = Chatbot(Settings.load(env_file=None, data_dir=gate_data, api_key=KEY))
+    running = api.serve(bot, port=free_port(), block=False)
+    try:
+        base = running.url.removesuffix("v1")
+        statuses = _wrong_keys(base, LOGIN_ATTEMPTS + 2)
+        assert statuses[LOGIN_ATTEMPTS:] == [429, 429], f"--api-only is throttled too: {statuses}"
+        right = httpx.get(base + "v1/models", headers={"Authorization": f"Bearer {KEY}"})
+        assert right.status_code == 200, "and the right key is still served"
+    finally:
+        running.close()
