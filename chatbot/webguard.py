@@ -49,6 +49,7 @@ LOGIN_ATTEMPTS = 5
 LOGIN_COOLDOWN = 30.0
 LOGIN_COOLDOWN_MAX = 900.0
 FORGET_AFTER = 3600.0  # a counter quiet this long starts afresh
+MAX_COUNTS = 100_000  # counts kept at most (about 20 MB)
 _LOGIN_PATHS = frozenset({"/login", "/login/"})
 # What the login page needs before anyone has logged in: the page, its script, style and config.
 _OPEN_PATHS = frozenset(
@@ -79,6 +80,7 @@ class LoginThrottle:
     def __init__(self, clock: Callable[[], float] | None = None) -> None:
         self.clock = clock or CLOCK
         self._counts: dict[tuple[str, str], _Count] = {}
+        self._sweep_at = 1000
 
     def waiting(self, address: str, credential: str) -> float:
         """Seconds the address, or the credential, must still wait; 0 when neither waits."""
@@ -107,11 +109,19 @@ class LoginThrottle:
         return wait
 
     def _forget(self, now: float) -> None:
-        if len(self._counts) < 1000:
+        # A sweep reads every count: it runs when their number has doubled since the last one.
+        if len(self._counts) < min(self._sweep_at, MAX_COUNTS + 1):
             return
         for key, count in list(self._counts.items()):
             if count.until < now and now - count.last > FORGET_AFTER:
                 del self._counts[key]
+        if len(self._counts) > MAX_COUNTS:
+            # Made-up user names each open a count: past the bound, the oldest that do not
+            # wait go first, so memory stays bounded and no wait in force is forgotten.
+            idle = sorted((c.last, k) for k, c in self._counts.items() if c.until < now)
+            for _, key in idle[: len(self._counts) - MAX_COUNTS]:
+                del self._counts[key]
+        self._sweep_at = max(1000, 2 * len(self._counts))
 
 
 @dataclass

@@ -225,6 +225,19 @@ def test_the_throttle_counts_per_credential_and_address():
     assert throttle.waiting("10.0.0.99", "login:ada") == 0.0, "the wait ends on the clock"
 
 
+def test_made_up_user_names_cannot_grow_the_throttle_without_bound(monkeypatch):
+    monkeypatch.setattr(webguard, "MAX_COUNTS", 50)
+    clock = Clock()
+    throttle = LoginThrottle(clock)
+    for _ in range(LOGIN_ATTEMPTS):
+        throttle.failed("10.0.0.1", "login:ada")
+    for i in range(2000):
+        clock.advance(0.001)
+        throttle.failed(f"10.1.{i // 250}.{i % 250}", f"login:made-up-{i}")
+    assert len(throttle._counts) <= 50 + 2, "bounded: a wrong login adds two counts at most"
+    assert throttle.waiting("10.9.9.9", "login:ada") > 0, "a wait in force is kept"
+
+
 def test_the_login_can_come_from_the_environment(gate_data, quiet, monkeypatch):
     # `--auth user:password` shows in `ps`; CHATBOT_AUTH (or .env) does not.
     monkeypatch.setenv("CHATBOT_AUTH", "ada:env-s3cret")
