@@ -327,9 +327,12 @@ def _resume_hint(args: argparse.Namespace) -> str:
     import shlex
 
     words = ["chatbot"]
-    for flag in ("data_dir", "collection", "chroma_url"):
-        if getattr(args, flag, None):
-            words += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+    # The collection is named even when it came from the environment: the command stands alone.
+    collection = args.collection or (_bots[-1].settings.collection if _bots else None)
+    given = {"data_dir": args.data_dir, "collection": collection, "chroma_url": args.chroma_url}
+    for flag, value in given.items():
+        if value:
+            words += [f"--{flag.replace('_', '-')}", str(value)]
     words.append("ingest")
     for flag, default in (("id_field", "id"), ("title_field", "title"), ("text_field", "text")):
         if getattr(args, flag, default) != default:
