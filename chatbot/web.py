@@ -53,8 +53,8 @@ EXAMPLES = [
 ]
 # Gradio's login form shows nothing when a login is refused for being one too many: say it here.
 LOGIN_NOTE = (
-    f"After {LOGIN_ATTEMPTS} wrong passwords, this address must wait before the next login "
-    f"({LOGIN_COOLDOWN:.0f} s at first, twice as long after each further wrong one)."
+    f"After {LOGIN_ATTEMPTS} wrong passwords, each further wrong one is refused for a while "
+    f"({LOGIN_COOLDOWN:.0f} s at first, twice as long after each); the right one always gets in."
 )
 KEY_NOTE = f"Log in with this server's API key as the password (any user name). {LOGIN_NOTE}"
 # The browser calls the event handlers; only the `chat` endpoint is part of the HTTP API.
