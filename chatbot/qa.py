@@ -124,13 +124,18 @@ class Chatbot:
 
     def _check_rebuild(self, roots: Sequence[str | Path]) -> None:
         """Raise IngestError when rebuilding from `roots` would drop documents without a word."""
-        from .errors import IngestError, StoreDamagedError
+        from .errors import ConfigError, IngestError, StoreDamagedError
         from .ingest import left_out
+        from .store import Store
 
         name = self.settings.collection
+        others: list[str] = []
         try:
-            dropped = left_out(self.store.documents(), roots)
-            others: list[str] = []
+            try:
+                stored = self.store.documents()
+            except ConfigError:  # built with other embeddings: what the rebuild is for
+                stored = Store(self.settings, any_model=True).documents()
+            dropped = left_out(stored, roots)
         except StoreDamagedError:
             # Moving the damaged store aside drops every collection it held, not only this one.
             dropped, others = {}, self._other_collections()

@@ -91,8 +91,18 @@ class Store:
     """One Chroma collection of passages."""
 
     def __init__(
-        self, settings: Settings, embeddings: Embeddings | None = None, *, rebuild: bool = False
+        self,
+        settings: Settings,
+        embeddings: Embeddings | None = None,
+        *,
+        rebuild: bool = False,
+        any_model: bool = False,
     ) -> None:
+        """Open the collection (emptied for a `rebuild`).
+
+        A collection built with other embeddings is refused unless it is being rebuilt, or
+        opened with `any_model` only to read what it holds.
+        """
         self.settings = settings
         self.embeddings = embeddings or make_embeddings(settings)
         # Every use of the store embeds: load the model while chromadb is being imported.
@@ -106,7 +116,7 @@ class Store:
             # A rebuild replaces every passage anyway; the damaged files are kept, renamed.
             chroma_dir.move_aside(settings)
             built_with = self._open(name, rebuild)
-        if not rebuild and built_with and built_with != name:
+        if not (rebuild or any_model) and built_with and built_with != name:
             raise ConfigError(
                 f"Collection {settings.collection!r} was built with embeddings {built_with!r}, not "
                 f"{name!r}: run `chatbot ingest --rebuild`, or pick another CHATBOT_COLLECTION."
