@@ -466,6 +466,30 @@ def parse_auth(auth: str | tuple[str, str] | None) -> tuple[str, str] | None:
     return user, password
 
 
+def _gate(settings, host: str, auth: str | tuple[str, str] | None) -> Gate:
+    """Who may use the server: the login (`auth`, else CHATBOT_AUTH) and the API key.
+
+    Off this machine a key is required (a ConfigError otherwise); every route then asks for the
+    login or the key.
+    """
+    login = settings.login.get_secret_value() if settings.login else None
+    api.check_exposure(host, settings.api_key)
+    _trust_forwarded(settings.trusted_proxies)
+    return Gate(parse_auth(auth if auth is not None else login), settings.api_key)
+
+
+def _login_form(gate: Gate) -> dict[str, Any]:
+    """Gradio's login form for `gate`: none when nothing is asked for.
+
+    Without a login, the key is the form's password, so the page stays usable in a browser.
+    """
+    if not gate.closed:
+        return {"auth": None, "auth_message": None}
+    if gate.login is not None:
+        return {"auth": gate.login, "auth_message": LOGIN_NOTE}
+    return {"auth": gate.right_login, "auth_message": KEY_NOTE}
+
+
 def _trust_forwarded(proxies: str | None) -> None:
     """Have the server take X-Forwarded-For as the client's address only from `proxies`.
 
@@ -488,13 +512,7 @@ def serve(
 
     Local only by default; block=False returns at once.
     """
-    settings = bot.settings
-    login = settings.login.get_secret_value() if settings.login else None
-    credentials = parse_auth(auth if auth is not None else login)
-    key = settings.api_key
-    # Off this machine a key is required; every route then asks for the login or the key.
-    api.check_exposure(host, key)
-    gate = Gate(credentials, key)
+    gate = _gate(bot.settings, host, auth)
     try:
         bot.ensure_index()
     except EmptyIndexError as e:
@@ -505,14 +523,12 @@ def serve(
     limit = api.concurrency(bot)
     app.queue(default_concurrency_limit=limit, max_size=None)
     # With a login on the UI, an API without a key is locked: it would answer past the login.
-    v1 = api.routes(bot, key, limit, locked=credentials is not None, throttle=gate.throttle)
-    _trust_forwarded(settings.trusted_proxies)
+    v1 = api.routes(bot, gate.key, limit, locked=gate.login is not None, throttle=gate.throttle)
     try:
         app.launch(
             server_name=host,
             server_port=port,
-            # Without a login, the key is the login form's password: the page stays usable.
-            auth=credentials or (gate.right_login if key else None),
+            **_login_form(gate),
             prevent_thread_lock=True,
             share=False,
             show_error=False,
@@ -525,7 +541,6 @@ def serve(
             js=JS,
             footer_links=["api"],
             run_history=False,
-            auth_message=(LOGIN_NOTE if credentials else KEY_NOTE) if gate.closed else None,
             # Every route asks for the login or the key, wrong ones are throttled, and every
             # response carries the CSP (webguard.py).
             app_kwargs={"middleware": [Middleware(Guard, gate=gate)], "routes": v1},

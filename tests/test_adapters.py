@@ -8,7 +8,17 @@ from pathlib import Path
 import chatbot
 
 PACKAGE = Path(chatbot.__file__).parent
-ADAPTERS = ("cli", "web", "webassets", "webview", "webguard", "evaluate", "api", "apiformat")
+ADAPTERS = (
+    "cli",
+    "terminal",
+    "web",
+    "webassets",
+    "webview",
+    "webguard",
+    "evaluate",
+    "api",
+    "apiformat",
+)
 MAX_LINES = 60
 # Modules an adapter may import besides the package's exports: errors, settings, other adapters.
 PUBLIC_MODULES = {"errors", "settings", *ADAPTERS}
