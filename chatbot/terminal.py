@@ -83,15 +83,15 @@ def print_sources(answer: Any, out: TextIO | None = None) -> None:
 def print_stream(stream: Any, error: type[BaseException]) -> None:
     """Print the answer as it arrives, then its sources.
 
-    When `error` breaks the stream off, the text printed so far is marked as cut off where it
-    was printed (stdout), so a reader of stdout alone is never handed a partial answer as whole.
+    When `error` (or Ctrl-C) breaks the stream off, the text printed so far is marked as cut
+    off where it was printed (stdout): a reader of stdout alone never takes it for a whole answer.
     """
     printed = False
     try:
         for piece in stream:
             say(piece, end="", flush=True)
             printed = True
-    except error:
+    except (error, KeyboardInterrupt):
         if printed:
             say(f"\n{CUT_OFF}", flush=True)
         raise

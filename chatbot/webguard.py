@@ -177,7 +177,8 @@ class Guard:
             return
         gate, path = self.gate, scope.get("path", "")
         address = (scope.get("client") or ("unknown", 0))[0]
-        if scope["type"] == "http" and scope["method"] == "POST" and path in _LOGIN_PATHS:
+        login = scope["type"] == "http" and scope["method"] == "POST" and path in _LOGIN_PATHS
+        if gate.closed and login:
             receive = await self._login(scope, receive, send, address)
             if receive is None:
                 return
