@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from gradio_client import Client
+from gradio_client.exceptions import AuthenticationError
 
 from chatbot import Chatbot, Settings, web, webguard
 from chatbot.errors import ConfigError
@@ -108,7 +109,7 @@ def test_with_a_key_no_route_answers_without_it(keyed):
         assert "Bearer" in response.json()["detail"], f"/{path} should say how to get in"
     page = httpx.get(keyed, timeout=30)
     assert page.status_code == 200, "the login page itself stays open"
-    with pytest.raises(Exception):  # noqa: B017 (gradio_client raises various errors here)
+    with pytest.raises(AuthenticationError):
         Client(keyed, verbose=False).predict(QUESTION, api_name="/chat")
 
 
@@ -130,7 +131,7 @@ def test_with_a_login_no_route_answers_without_it_and_gradio_client_logs_in(logi
         response = _call(login, method, path, body)
         assert response.status_code == 401, f"{method} /{path} answered without the login"
         assert "log in" in response.json()["detail"]
-    with pytest.raises(Exception):  # noqa: B017
+    with pytest.raises(AuthenticationError):
         Client(login, verbose=False).predict(QUESTION, api_name="/chat")
     client = Client(login, verbose=False, auth=("ada", "s3cret"))
     assert "[1]" in client.predict(QUESTION, api_name="/chat")
