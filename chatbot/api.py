@@ -33,7 +33,7 @@ from . import apiresponses as responses_api
 from .apiformat import MODEL_ID, ApiError, Asked, Reply, api_error, trimmed
 from .apirequest import conversation, parse_request
 from .errors import ConfigError, EmptyIndexError
-from .webguard import LoginThrottle
+from .webguard import LoginThrottle, bearer
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +70,6 @@ def check_exposure(host: str, key: SecretStr | None) -> None:
         )
 
 
-def _bearer(header: str) -> str | None:
-    scheme, _, value = header.partition(" ")
-    return value.strip() or None if scheme.lower() == "bearer" else None
-
-
 @dataclass
 class Access:
     """The key the API asks for (None: none), and slow-down for wrong keys as for the login.
@@ -99,8 +94,13 @@ class Access:
                 )
             return
         address = request.client.host if request.client else "unknown"
-        # No await between admitting, checking and forgiving: requests cannot interleave here.
-        if wait := self.throttle.admit(address):
+        sent = bearer(request.headers.get("authorization", ""))
+        expected = self.key.get_secret_value().encode()
+        # The key is checked first: a right key is served even while wrong ones from the same
+        # address wait, so one bad script cannot lock out every tool behind one address.
+        if sent is not None and secrets.compare_digest(sent.encode(), expected):
+            return
+        if sent is not None and (wait := self.throttle.failed(address, "key")):
             seconds = math.ceil(wait)
             raise ApiError(
                 429,
@@ -110,11 +110,6 @@ class Access:
                 "rate_limit_exceeded",
                 headers={"retry-after": str(seconds)},
             )
-        sent = _bearer(request.headers.get("authorization", ""))
-        expected = self.key.get_secret_value().encode()
-        if sent is not None and secrets.compare_digest(sent.encode(), expected):
-            self.throttle.succeeded(address)
-            return
         what = "No API key was sent" if sent is None else "The API key is wrong"
         raise ApiError(
             401,
@@ -270,9 +265,17 @@ async def _body(request: Request) -> bytes:
 _METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
-def routes(bot: Any, key: SecretStr | None, limit: int, *, locked: bool = False) -> list[BaseRoute]:
-    """The API's routes, to serve beside the web UI or alone."""
-    api = Api(bot, Access(key, locked), limit, QUEUE_WAIT)
+def routes(
+    bot: Any,
+    key: SecretStr | None,
+    limit: int,
+    *,
+    locked: bool = False,
+    throttle: LoginThrottle | None = None,
+) -> list[BaseRoute]:
+    """The API's routes, to serve beside the web UI (sharing its `throttle`) or alone."""
+    access = Access(key, locked, throttle or LoginThrottle())
+    api = Api(bot, access, limit, QUEUE_WAIT)
     router = APIRouter(prefix="/v1")
     router.add_api_route("/models", api.models, methods=["GET"])
     router.add_api_route("/models/{model}", api.model_info, methods=["GET"])
@@ -342,7 +345,17 @@ def serve(
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     app.router.routes.extend(routes(bot, key, concurrency(bot)))
     sock = _bind(host, port)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5)
+    proxies = bot.settings.trusted_proxies
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=5,
+        # X-Forwarded-For names the client only when it comes from a proxy the settings name:
+        # otherwise any client could pick the address its wrong keys are counted against.
+        proxy_headers=bool(proxies),
+        forwarded_allow_ips=proxies or "",
+    )
     server = uvicorn.Server(config)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{sock.getsockname()[1]}/v1"

@@ -13,6 +13,7 @@ from typing import Any
 
 from . import __version__
 from .errors import ChatbotError, ConfigError
+from .terminal import print_stream, safe_json, say
 
 _UNDECODED = re.compile("[\ud800-\udfff]+")
 
@@ -26,6 +27,7 @@ def _settings(args: argparse.Namespace):
         model=args.model,
         chroma_url=args.chroma_url,
         api_key=getattr(args, "api_key", None),
+        trusted_proxies=getattr(args, "trusted_proxy", None),
     )
 
 
@@ -33,8 +35,6 @@ def _settings(args: argparse.Namespace):
 # teardown (an unchanged re-ingest writes nothing).
 READ_ONLY = frozenset({"ask", "retrieve", "info", "ingest"})
 _bots: list[Any] = []
-# The supporting quote under each source is cut to this length: a reminder, not the passage.
-QUOTE_CHARS = 160
 _command: str | None = None
 
 
@@ -46,75 +46,12 @@ def _bot(args: argparse.Namespace):
     return bot
 
 
-def _print_sources(answer, out=None) -> None:
-    out = out or sys.stdout
-    if not answer.citations:
-        return
-    print("\nSources:", file=out)
-    for c in answer.citations:
-        head = " — ".join(part for part in (c.title, c.paper, _byline(c.metadata)) if part)
-        page = f", p. {c.page}" if c.page else ""
-        print(f"  [{c.n}] {head} ({c.doc_id}{page}, score {c.score:.2f})", file=out)
-        if c.url:
-            print(f"      {c.url}", file=out)
-        if c.quote:
-            print(f"      “{_short(c.quote)}”", file=out)
-
-
-def _byline(meta: dict) -> str:
-    """ "Ines Duarte, Priya Raman · ICML 2023" from a record's authors, venue and year."""
-    when = " ".join(str(meta[k]) for k in ("venue", "year") if meta.get(k) not in (None, ""))
-    return " · ".join(part for part in (str(meta.get("authors") or ""), when) if part)
-
-
-def _short(text: str, limit: int = QUOTE_CHARS) -> str:
-    """`text` on one line, cut at a word to at most `limit` characters."""
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    return text[:limit].rsplit(" ", 1)[0] + " …"
-
-
 class _Terminated(KeyboardInterrupt):
     """SIGTERM, stopping an ingest the way Ctrl-C does: its child process ends, writes are kept."""
 
 
 def _terminate(signum: int, frame: Any) -> None:
     raise _Terminated
-
-
-def _print_stream(stream) -> None:
-    """Print the answer as it arrives, then its sources; a failure ends the line it cut off."""
-    printed = False
-    try:
-        for piece in stream:
-            print(piece, end="", flush=True)
-            printed = True
-    except ChatbotError:
-        if printed:
-            print(flush=True)  # the error line then stands on its own
-        raise
-    print()
-    _print_unsupported(stream.answer)
-    _print_narrowed(stream.answer)
-    _print_sources(stream.answer)
-
-
-def _print_narrowed(answer, out=None) -> None:
-    """Which papers the question itself limited the search to ("papers by Ding", "in 2021")."""
-    if answer and answer.narrowed:
-        print(f"Searched only: {'; '.join(answer.narrowed)}", file=out or sys.stdout)
-
-
-def _print_unsupported(answer, out=None) -> None:
-    """A ⚠ line per answer sentence that its cited passages do not support, or that cites none."""
-    out = out or sys.stdout
-    for u in answer.unsupported if answer else ():
-        if u.reason == "not_found":
-            where = "not found in the cited source " + "".join(f"[{n}]" for n in u.numbers)
-        else:
-            where = "cites no source"
-        print(f"⚠ {where}: “{_short(u.sentence)}”", file=out)
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -128,10 +65,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         rebuild=args.rebuild,
         fields=Fields(args.id_field, args.title_field, args.text_field),
         replace=args.replace,
+        drop=args.yes,
     )
     for problem in report.problems:
-        print(f"skipped {problem}", file=sys.stderr)
-    print(str(report))
+        say(f"skipped {problem}", file=sys.stderr)
+    say(str(report))
     return 1 if report.problems else 0
 
 
@@ -157,9 +95,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
     bot = _bot(args)
     if args.json:
         answer = bot.ask(question, k=args.k, where=where)
-        print(json.dumps(answer.to_dict(), ensure_ascii=False, indent=2))
+        print(safe_json(answer.to_dict(), indent=2))
         return 0
-    _print_stream(bot.stream(question, k=args.k, where=where))
+    print_stream(bot.stream(question, k=args.k, where=where), ChatbotError)
     return 0
 
 
@@ -169,12 +107,14 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
     if args.json:
         keys = ("doc_id", "title", "score", "text", "metadata")
         rows = [{key: getattr(p, key) for key in keys} for p in passages]
-        print(json.dumps(rows, ensure_ascii=False, indent=2))
-        return 0
-    for n, p in enumerate(passages, 1):
-        print(f"[{n}] {p.doc_id} (score {p.score:.2f}) {p.title}")
-        print(f"    {p.text[:200]}{'…' if len(p.text) > 200 else ''}")
-    return 0
+        print(safe_json(rows, indent=2))
+    elif not passages:
+        # An empty answer on stdout would look like a search that failed to run.
+        say("No passage matches the query (or its --where filter).", file=sys.stderr)
+    for n, p in enumerate(passages if not args.json else (), 1):
+        say(f"[{n}] {p.doc_id} (score {p.score:.2f}) {p.title}")
+        say(f"    {p.text[:200]}{'…' if len(p.text) > 200 else ''}")
+    return 0 if passages else 1
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -184,8 +124,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     where = _where(args)
     report = evaluate(_bot(args), questions, k=args.k, where=where)
     for warning in report.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    print(report.table())
+        say(f"warning: {warning}", file=sys.stderr)
+    say(report.table())
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:
             json.dump(report.to_dict(), f, ensure_ascii=False, indent=2)
@@ -215,11 +155,11 @@ def cmd_chat(args: argparse.Namespace) -> int:
         question = _text(question, "the line")
         try:
             stream = bot.stream(question, history)
-            _print_stream(stream)
+            print_stream(stream, ChatbotError)
             print()
         except ChatbotError as e:
             # One bad question should not end the conversation.
-            print(f"error: {e}", file=sys.stderr)
+            say(f"error: {e}", file=sys.stderr)
             continue
         history += [
             {"role": "user", "content": question},
@@ -239,7 +179,7 @@ def cmd_info(args: argparse.Namespace) -> int:
                 lines = [f"{where} ({n} document{'s'[: n != 1]})" for where, n in value.items()]
                 lines = lines or ["none"]
                 value = f"\n{'':<{width}}  ".join(lines)
-            print(f"{key.replace('_', ' '):<{width}}  {value}")
+            say(f"{key.replace('_', ' '):<{width}}  {value}")
     return 0
 
 
@@ -303,7 +243,14 @@ def _add_ingest(sub: Any) -> None:
         help="files or folders of .pdf/.md/.txt documents, or .jsonl, or https:// and arXiv links "
         "to PDFs (a file over CHATBOT_MAX_FILE_MB, 20 by default, is skipped)",
     )
-    p.add_argument("--rebuild", action="store_true", help="drop the collection and index anew")
+    p.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="drop the collection and index anew (it names any folder it would drop)",
+    )
+    p.add_argument(
+        "--yes", action="store_true", help="with --rebuild: drop what the paths do not cover"
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
         "--replace",
@@ -344,8 +291,19 @@ def _add_serve(sub: Any) -> None:
     help_ = "serve the web UI (Gradio) and an OpenAI-compatible API at /v1"
     p = _add(sub, "serve", cmd_serve, help_)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    p.add_argument("--port", type=int, default=7860, help="port (default: 7860)")
-    p.add_argument("--auth", metavar="USER:PASSWORD", help="ask for this login on the web UI")
+    p.add_argument("--port", type=_port, default=7860, help="port (default: 7860)")
+    p.add_argument(
+        "--auth",
+        metavar="USER:PASSWORD",
+        help="ask for this login on every route (CHATBOT_AUTH, which keeps it out of the process "
+        "list)",
+    )
+    p.add_argument(
+        "--trusted-proxy",
+        metavar="ADDRESSES",
+        help="the reverse proxy (addresses or networks, comma-separated) whose X-Forwarded-For "
+        "names the client (CHATBOT_TRUSTED_PROXIES); without it the header is ignored",
+    )
     p.add_argument(
         "--api-key",
         metavar="KEY",
@@ -353,6 +311,37 @@ def _add_serve(sub: Any) -> None:
         "process list); required with a --host other than 127.0.0.1",
     )
     p.add_argument("--api-only", action="store_true", help="serve the API without the web UI")
+
+
+def _port(text: str) -> int:
+    """A TCP port number from the command line (argparse turns the ValueError into a message)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1-65535)") from None
+    if not 0 < port < 65536:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number: pick one from 1 to 65535")
+    return port
+
+
+def _resume_hint(args: argparse.Namespace) -> str:
+    """The exact command that finishes an interrupted ingest: its collection and its paths."""
+    import shlex
+
+    words = ["chatbot"]
+    # The collection is named even when it came from the environment: the command stands alone.
+    collection = args.collection or (_bots[-1].settings.collection if _bots else None)
+    given = {"data_dir": args.data_dir, "collection": collection, "chroma_url": args.chroma_url}
+    for flag, value in given.items():
+        if value:
+            words += [f"--{flag.replace('_', '-')}", str(value)]
+    words.append("ingest")
+    for flag, default in (("id_field", "id"), ("title_field", "title"), ("text_field", "text")):
+        if getattr(args, flag, default) != default:
+            words += [f"--{flag.replace('_', '-')}", getattr(args, flag)]
+    # An interrupted rebuild is finished by a plain ingest: what it wrote is kept.
+    words += [*(["--replace"] if args.replace else []), *args.paths]
+    return f"run `{shlex.join(words)}` again to finish (nothing is half-indexed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -364,15 +353,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except ChatbotError as e:
-        print(f"error: {e}", file=sys.stderr)
+        say(f"error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as e:
-        hint = (
-            "run `chatbot ingest` again to finish (nothing is half-indexed)"
-            if args.command == "ingest"
-            else "stopped"
-        )
-        print(f"interrupted: {hint}.", file=sys.stderr)
+        hint = _resume_hint(args) if args.command == "ingest" else "stopped"
+        say(f"interrupted: {hint}.", file=sys.stderr)
         return 128 + signal.SIGTERM if isinstance(e, _Terminated) else 130
     except BrokenPipeError:
         # `chatbot ask … | head -1`: the reader has gone; that is not an error to report.
@@ -381,7 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:
         if args.debug:
             raise
-        print(f"error: unexpected {type(e).__name__}: {e} (--debug shows details)", file=sys.stderr)
+        say(f"error: unexpected {type(e).__name__}: {e} (--debug shows details)", file=sys.stderr)
         return 1
 
 

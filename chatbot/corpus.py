@@ -41,8 +41,13 @@ def iter_files(paths: Iterable[str | Path]) -> Iterator[Path]:
     wanted = SUFFIXES + RECORD_SUFFIXES + PDF_SUFFIXES
     for path in map(Path, paths):
         if path.is_dir():
+            # A link that leads nowhere (a loop, a missing target) is kept, so that reading it
+            # names it as skipped instead of leaving it out without a word.
             yield from sorted(
-                p for p in path.rglob("*") if p.suffix.lower() in wanted and p.is_file()
+                p
+                for p in path.rglob("*")
+                if p.suffix.lower() in wanted
+                and (p.is_file() or (p.is_symlink() and not p.exists()))
             )
         else:
             yield path
@@ -131,7 +136,10 @@ def load_documents(
     seen: dict[str, str] = {}
     for path in iter_files(paths):
         if not path.exists():
-            problems.append(Problem(str(path), "does not exist"))
+            missing = "does not exist"
+            if path.is_symlink():
+                missing = "is a symbolic link that leads nowhere (a loop, or a missing target)"
+            problems.append(Problem(str(path), missing))
             continue
         if is_records_file(path):
             found, bad = read_records(path, fields, max_bytes)

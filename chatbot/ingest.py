@@ -6,6 +6,7 @@ store; `sync` looks at the disk once, makes the plan, and applies it batch by ba
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -124,6 +125,16 @@ def sources(stored: dict[str, StoredDoc]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+def left_out(stored: dict[str, StoredDoc], roots: Sequence[str | Path]) -> dict[str, int]:
+    """The folders (or files) of stored documents that `roots` do not cover, with their counts.
+
+    A rebuild from `roots` alone would drop these documents.
+    """
+    resolved = [PurePath(os.path.realpath(r)) for r in roots]
+    dropped = {k: v for k, v in stored.items() if not _covered(v.source, resolved)}
+    return sources(dropped)
+
+
 def _describe(stored: str) -> str:
     if PurePath(source_file(stored)).is_absolute():
         return stored
@@ -232,8 +243,9 @@ def sync(
     todo = plan(
         stored,
         docs,
-        [Path(r).resolve() for r in roots],
-        failed={str(Path(p.source).resolve()) for p in report.problems},
+        [Path(os.path.realpath(r)) for r in roots],
+        # realpath, unlike Path.resolve, does not raise on a symlink loop (named as a problem).
+        failed={os.path.realpath(p.source) for p in report.problems},
         present=_present(stored, docs),
         replace=replace,
     )

@@ -77,7 +77,12 @@ def check_where(where: dict | None) -> None:
 
 def check_question(question: Any, history: Any, max_chars: int) -> None:
     """Raise QuestionError for an empty or over-long question, or a malformed history turn."""
-    if not isinstance(question, str) or not question.strip():
+    if not isinstance(question, str):
+        raise QuestionError(
+            f"The question must be text (a str), not {type(question).__name__}: pass it as a "
+            "string."
+        )
+    if not question.strip():
         raise QuestionError("The question is empty: type a question about the papers.")
     if len(question) > max_chars:
         raise QuestionError(

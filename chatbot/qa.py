@@ -97,12 +97,14 @@ class Chatbot:
         rebuild: bool = False,
         fields=None,
         replace: bool = False,
+        drop: bool = False,
     ):
         """Index the documents under `paths` (default: the corpus folder), incrementally.
 
         `fields` (a `records.Fields`) names the id, title and text fields of JSON Lines records.
         A document whose id another file holds is skipped as a problem, unless `replace` moves
-        the id to it.
+        the id to it. A `rebuild` that would lose documents from other folders, or other
+        collections of a damaged store, raises IngestError naming them, unless `drop` says to.
         """
         from .corpus import Splitter, load_documents
         from .fetch import localise
@@ -117,6 +119,8 @@ class Chatbot:
             timeout=settings.timeout,
             arxiv_base=settings.arxiv_url,
         )
+        if rebuild and not drop:
+            self._check_rebuild(roots)
         docs, problems = load_documents(
             roots, fields, settings.max_file_bytes, settings.max_pdf_pages
         )
@@ -154,6 +158,48 @@ class Chatbot:
             desc="sentences", unit=" sentences", disable=None if progress is None else not progress
         ) as bar:
             self.vectors.warm(texts, bar.update)
+
+    def _check_rebuild(self, roots: Sequence[str | Path]) -> None:
+        """Raise IngestError when rebuilding from `roots` would drop documents without a word."""
+        from .errors import ConfigError, IngestError, StoreDamagedError
+        from .ingest import left_out
+        from .store import Store
+
+        name = self.settings.collection
+        others: list[str] = []
+        try:
+            try:
+                stored = self.store.documents()
+            except ConfigError:  # built with other embeddings: what the rebuild is for
+                stored = Store(self.settings, any_model=True).documents()
+            dropped = left_out(stored, roots)
+        except StoreDamagedError:
+            # Moving the damaged store aside drops every collection it held, not only this one.
+            dropped, others = {}, self._other_collections()
+        if not dropped and not others:
+            return
+        paths = [*map(str, roots), *(p.split(" (")[0] for p in dropped)]
+        command = f"chatbot --collection {name} ingest --rebuild {' '.join(paths)}"
+        if dropped:
+            shown = "; ".join(f"{where} ({n})" for where, n in dropped.items())
+            raise IngestError(
+                f"Rebuilding collection {name!r} from {', '.join(map(str, roots))} alone would "
+                f"drop the documents it holds from {shown}: run `{command}`, or add --yes to "
+                "drop them."
+            )
+        raise IngestError(
+            f"The damaged store also holds the collection(s) {', '.join(others)}: the rebuild "
+            "moves the whole store aside, so rebuild each of them afterwards with `chatbot "
+            "--collection NAME ingest --rebuild PATH…`; add --yes to go ahead."
+        )
+
+    def _other_collections(self) -> list[str]:
+        """Other collections of the embedded store, as their keyword indexes on disk name them."""
+        folder = self.settings.data_dir / "bm25"
+        if self.settings.chroma_url or not folder.is_dir():
+            return []
+        name = self.settings.collection
+        return sorted(p.name for p in folder.iterdir() if p.is_dir() and p.name != name)
 
     def ensure_index(self) -> None:
         """Build the index from the corpus folder on first use if the store is empty.

@@ -148,6 +148,20 @@ class Facets:
     def __bool__(self) -> bool:
         return bool(self.authors or self.years or self.venues)
 
+    def by_one_author(self, where: dict[str, Any]) -> dict[str, Any]:
+        """`where` with `authors=NAME` matching each paper NAME is one author of, not only those
+        whose whole author list is NAME (`!=` likewise leaves out each of NAME's papers)."""
+        if "$and" in where or "$or" in where:
+            op = "$and" if "$and" in where else "$or"
+            return {op: [self.by_one_author(part) for part in where[op]]}
+        key, value = next(iter(where.items()))
+        op, name = next(iter(value.items())) if isinstance(value, dict) else ("$eq", value)
+        full = self._full.get(_fold(name)) if isinstance(name, str) else None
+        if key not in AUTHOR_KEYS or op not in ("$eq", "$ne") or full is None:
+            return where
+        ids = sorted(self.authors[full])
+        return {"doc_id": {"$in" if op == "$eq" else "$nin": ids}}
+
     def narrowing(
         self, question: str, common: Callable[[str], bool] = lambda word: False
     ) -> Narrowing | None:

@@ -118,7 +118,18 @@ def read_records(
         if record is None:
             problems.append(Problem(where, why))
             continue
-        doc_id = _scalar_text(record.get(fields.id)).strip()
+        raw_id = record.get(fields.id)
+        if isinstance(raw_id, bool) or not isinstance(raw_id, str | int | float | type(None)):
+            kind = {dict: "an object", list: "a list", bool: "true/false"}.get(type(raw_id), "")
+            problems.append(
+                Problem(
+                    where,
+                    f"its {fields.id!r} field is {kind or 'not text'}: a record id "
+                    "must be text or a number",
+                )
+            )
+            continue
+        doc_id = _scalar_text(raw_id).strip()
         if not doc_id:
             problems.append(Problem(where, f"has no {fields.id!r} field (the record id)"))
             continue

@@ -131,6 +131,8 @@ class Retriever:
         check_where(where)
         k = self.settings.top_k if k is None else k
         vector = self.store.embeddings.embed_query(query)
+        if where is not None:
+            where = self.facets().by_one_author(where)
         narrowing = self.narrowing(query) if narrow else None
         if narrowing is not None:
             found = self._search(query, vector, k, where, narrowing)
@@ -138,11 +140,17 @@ class Retriever:
                 return found
         return self._search(query, vector, k, where, None)
 
-    def narrowing(self, query: str) -> Narrowing | None:
-        """The filter that authors, a year or a venue named in `query` imply, or None."""
+    def facets(self) -> Facets:
+        """The collection's authors, years and venues, as its keyword index last saw them."""
         index = self.keyword_index()
         if self._facets[0] != index.revision:
             self._facets = (index.revision, Facets.from_json(index.facets))
+        return self._facets[1]
+
+    def narrowing(self, query: str) -> Narrowing | None:
+        """The filter that authors, a year or a venue named in `query` imply, or None."""
+        index = self.keyword_index()
+        self.facets()
         # A word in the text of 1 passage in 500 (and at least 20) is a word, not just a name.
         limit = max(COMMON_WORD_PASSAGES, COMMON_WORD_SHARE * len(index.ids))
         return self._facets[1].narrowing(query, lambda w: index.passages_with(w) >= limit)

@@ -99,6 +99,10 @@ class Settings:
     # Who judges whether an answer's sentences are backed by their sources: "lexical" (figures,
     # names, negation and MiniLM similarity) or "model" (the configured model, one extra call).
     support_check: str = "lexical"
+    # The web UI's login as "user:password" (from the environment, it stays out of `ps`).
+    login: SecretStr | None = None
+    # Proxies (addresses or networks, comma-separated) whose X-Forwarded-For names the client.
+    trusted_proxies: str | None = None
 
     # Environment variable for each field; the API key names are the ones every OpenAI tool uses.
     ENV: ClassVar[dict[str, str]] = {
@@ -128,6 +132,8 @@ class Settings:
         "arxiv_url": "CHATBOT_ARXIV_URL",
         "api_key": "CHATBOT_API_KEY",
         "support_check": "CHATBOT_SUPPORT_CHECK",
+        "login": "CHATBOT_AUTH",
+        "trusted_proxies": "CHATBOT_TRUSTED_PROXIES",
     }
 
     @classmethod
@@ -149,7 +155,7 @@ class Settings:
 
     def __post_init__(self) -> None:
         # Keys given as text (a flag, a test) are wrapped too; folders may start with "~".
-        for key in ("openai_api_key", "embedding_api_key", "api_key"):
+        for key in ("openai_api_key", "embedding_api_key", "api_key", "login"):
             value = getattr(self, key)
             if isinstance(value, str):
                 object.__setattr__(self, key, SecretStr(value) if value else None)

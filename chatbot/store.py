@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import functools
-import hashlib
-import sqlite3
-import threading
 import uuid
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from . import chroma_dir
+from .embedding_cache import (  # noqa: F401 (Embedder and InProcessEmbedder are used from here)
+    Embedder,
+    EmbeddingCache,
+    InProcessEmbedder,
+    embedding_name,
+)
 from .errors import ConfigError, StoreDamagedError, StoreError
 from .settings import Settings
 from .types import Passage
@@ -49,98 +50,6 @@ def make_embeddings(settings: Settings) -> Embeddings:
     from .embeddings import MiniLMEmbeddings
 
     return MiniLMEmbeddings()
-
-
-def embedding_name(embeddings: Embeddings) -> str:
-    """A name that identifies the vectors an embedding model produces."""
-    return getattr(embeddings, "model_name", None) or getattr(embeddings, "model", "unknown")
-
-
-class Embedder(Protocol):
-    """Where passages are embedded during an ingest: in this process or in a child process."""
-
-    def submit(self, texts: list[str]) -> Future:
-        """Start embedding `texts`; the Future gives one vector per text, in order."""
-        ...
-
-    def close(self, *, kill: bool = False) -> None:
-        """Release what embedding holds (at once, dropping queued work, when `kill`)."""
-        ...
-
-
-class InProcessEmbedder:
-    """Embeds in the calling thread when a batch is submitted; its Future is already done."""
-
-    def __init__(self, embeddings: Embeddings) -> None:
-        self.embeddings = embeddings
-
-    def submit(self, texts: list[str]) -> Future:
-        """Embed `texts` now."""
-        done: Future = Future()
-        done.set_result(self.embeddings.embed_documents(texts))
-        return done
-
-    def close(self, *, kill: bool = False) -> None:
-        """Nothing runs in the background."""
-
-
-class EmbeddingCache:
-    """Vectors on disk keyed by (model, text) hash, so the same text is never embedded twice."""
-
-    def __init__(self, path: Path, embeddings: Embeddings) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, timeout=30)
-        self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB)")
-        self._lock = threading.Lock()
-        self.embeddings = embeddings
-        self._model = embedding_name(embeddings)
-        self._here = InProcessEmbedder(embeddings)
-        self.computed = 0  # texts the model embedded (the rest came from the cache)
-
-    def _key(self, text: str) -> str:
-        return hashlib.sha256(f"{self._model}\0{text}".encode()).hexdigest()
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """Vectors for `texts`, computing only those not cached."""
-        return self.start(texts)().tolist()
-
-    def start(
-        self, texts: Sequence[str], embedder: Embedder | None = None
-    ) -> Callable[[], np.ndarray]:
-        """Look `texts` up and hand the missing ones to `embedder`; call the result for the vectors.
-
-        Without `embedder` the model embeds them here and now. Finishing caches the new vectors
-        and returns all of them as one float32 array, in the order of `texts`.
-        """
-        keys = [self._key(t) for t in texts]
-        found: dict[str, np.ndarray] = {}
-        with self._lock:
-            for start in range(0, len(keys), 500):
-                chunk = keys[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                rows = self._db.execute(
-                    f"SELECT key, vec FROM vectors WHERE key IN ({marks})", chunk
-                )
-                found.update((k, np.frombuffer(v, dtype=np.float32)) for k, v in rows)
-        missing = [i for i, k in enumerate(keys) if k not in found]
-        todo = [texts[i] for i in missing]
-        pending = (embedder or self._here).submit(todo) if missing else None
-
-        def finish() -> np.ndarray:
-            if pending is not None:
-                new = np.asarray(_result(pending), dtype=np.float32)
-                rows = []
-                for i, vec in zip(missing, new, strict=True):
-                    found[keys[i]] = vec
-                    rows.append((keys[i], vec.tobytes()))
-                with self._lock, self._db:
-                    self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", rows)
-                self.computed += len(missing)
-            if not keys:
-                return np.empty((0, 0), dtype=np.float32)
-            return np.stack([found[k] for k in keys])
-
-        return finish
 
 
 @dataclass(frozen=True)
@@ -182,8 +91,18 @@ class Store:
     """One Chroma collection of passages."""
 
     def __init__(
-        self, settings: Settings, embeddings: Embeddings | None = None, *, rebuild: bool = False
+        self,
+        settings: Settings,
+        embeddings: Embeddings | None = None,
+        *,
+        rebuild: bool = False,
+        any_model: bool = False,
     ) -> None:
+        """Open the collection (emptied for a `rebuild`).
+
+        A collection built with other embeddings is refused unless it is being rebuilt, or
+        opened with `any_model` only to read what it holds.
+        """
         self.settings = settings
         self.embeddings = embeddings or make_embeddings(settings)
         # Every use of the store embeds: load the model while chromadb is being imported.
@@ -197,7 +116,7 @@ class Store:
             # A rebuild replaces every passage anyway; the damaged files are kept, renamed.
             chroma_dir.move_aside(settings)
             built_with = self._open(name, rebuild)
-        if not rebuild and built_with and built_with != name:
+        if not (rebuild or any_model) and built_with and built_with != name:
             raise ConfigError(
                 f"Collection {settings.collection!r} was built with embeddings {built_with!r}, not "
                 f"{name!r}: run `chatbot ingest --rebuild`, or pick another CHATBOT_COLLECTION."
@@ -404,16 +323,6 @@ class Store:
     def reset(self) -> None:
         """Drop every passage of the collection (for a rebuild)."""
         self.vs.reset_collection()
-
-
-def _result(future: Future):
-    """The future's result, waited for in short steps so that Ctrl-C still interrupts."""
-    # A signal may be delivered to any thread; a wait without a timeout would never notice it.
-    while True:
-        try:
-            return future.result(timeout=0.25)
-        except TimeoutError:
-            continue
 
 
 def embed_text(p: Passage) -> str:

@@ -41,7 +41,7 @@ class SentenceVectors:
 
     def _open_disk(self):
         if self._disk is None:
-            from .store import EmbeddingCache
+            from .embedding_cache import EmbeddingCache
 
             self._disk = EmbeddingCache(self._cache_file, self._model())
         return self._disk

@@ -25,7 +25,7 @@ from . import api
 from .errors import ChatbotError, ConfigError, EmptyIndexError
 from .webassets import CSS, JS, SAVE_JS, submit_js
 from .webdocs import documents_section, launch_options
-from .webguard import LOGIN_ATTEMPTS, LOGIN_COOLDOWN, Guard
+from .webguard import LOGIN_ATTEMPTS, LOGIN_COOLDOWN, Gate, Guard
 from .webview import (
     NO_SOURCES,
     chat_messages,
@@ -54,9 +54,10 @@ EXAMPLES = [
 ]
 # Gradio's login form shows nothing when a login is refused for being one too many: say it here.
 LOGIN_NOTE = (
-    f"After {LOGIN_ATTEMPTS} wrong passwords, this address must wait before the next login "
-    f"({LOGIN_COOLDOWN:.0f} s at first, twice as long after each further wrong one)."
+    f"After {LOGIN_ATTEMPTS} wrong passwords, each further wrong one is refused for a while "
+    f"({LOGIN_COOLDOWN:.0f} s at first, twice as long after each); the right one always gets in."
 )
+KEY_NOTE = f"Log in with this server's API key as the password (any user name). {LOGIN_NOTE}"
 # The browser calls the event handlers; only the `chat` endpoint is part of the HTTP API.
 PRIVATE = {"api_visibility": "private"}
 # How often an answer waiting for the model's next piece looks whether Stop was pressed (s).
@@ -487,7 +488,9 @@ def parse_auth(auth: str | tuple[str, str] | None) -> tuple[str, str] | None:
         return auth
     user, sep, password = auth.partition(":")
     if not sep or not user or not password:
-        raise ConfigError("--auth must look like user:password (both parts non-empty).")
+        raise ConfigError(
+            "--auth (or CHATBOT_AUTH) must look like user:password (both parts non-empty)."
+        )
     return user, password
 
 
@@ -497,6 +500,40 @@ def _theme() -> gr.themes.Default:
         font=["ui-sans-serif", "system-ui", "sans-serif"],
         font_mono=["ui-monospace", "Consolas", "monospace"],
     )
+
+
+def _gate(settings, host: str, auth: str | tuple[str, str] | None) -> Gate:
+    """Who may use the server: the login (`auth`, else CHATBOT_AUTH) and the API key.
+
+    Off this machine a key is required (a ConfigError otherwise); every route then asks for the
+    login or the key.
+    """
+    login = settings.login.get_secret_value() if settings.login else None
+    api.check_exposure(host, settings.api_key)
+    _trust_forwarded(settings.trusted_proxies)
+    return Gate(parse_auth(auth if auth is not None else login), settings.api_key)
+
+
+def _login_form(gate: Gate) -> dict[str, Any]:
+    """Gradio's login form for `gate`: none when nothing is asked for.
+
+    Without a login, the key is the form's password, so the page stays usable in a browser.
+    """
+    if not gate.closed:
+        return {"auth": None, "auth_message": None}
+    if gate.login is not None:
+        return {"auth": gate.login, "auth_message": LOGIN_NOTE}
+    return {"auth": gate.right_login, "auth_message": KEY_NOTE}
+
+
+def _trust_forwarded(proxies: str | None) -> None:
+    """Have the server take X-Forwarded-For as the client's address only from `proxies`.
+
+    uvicorn trusts it from the addresses in FORWARDED_ALLOW_IPS, 127.0.0.1 when unset: any local
+    client could then pick the address its wrong logins count against. Gradio builds uvicorn's
+    settings inside launch(), so the variable is how to reach them.
+    """
+    os.environ["FORWARDED_ALLOW_IPS"] = proxies or ""
 
 
 def serve(
@@ -511,9 +548,7 @@ def serve(
 
     Local only by default; block=False returns at once.
     """
-    credentials = parse_auth(auth)
-    key = bot.settings.api_key
-    api.check_exposure(host, key)
+    gate = _gate(bot.settings, host, auth)
     try:
         bot.ensure_index()
     except EmptyIndexError as e:
@@ -524,12 +559,12 @@ def serve(
     limit = api.concurrency(bot)
     app.queue(default_concurrency_limit=limit, max_size=None)
     # With a login on the UI, an API without a key is locked: it would answer past the login.
-    v1 = api.routes(bot, key, limit, locked=credentials is not None)
+    v1 = api.routes(bot, gate.key, limit, locked=gate.login is not None, throttle=gate.throttle)
     try:
         app.launch(
             server_name=host,
             server_port=port,
-            auth=credentials,
+            **_login_form(gate),
             prevent_thread_lock=True,
             share=False,
             show_error=False,
@@ -539,10 +574,10 @@ def serve(
             js=JS,
             footer_links=["api"],
             run_history=False,
-            auth_message=LOGIN_NOTE if credentials else None,
             **launch_options(bot),  # PDFs served for the page links, the upload size limit
-            # Every response carries the CSP, and /login is throttled (webguard.py).
-            app_kwargs={"middleware": [Middleware(Guard)], "routes": v1},
+            # Every route asks for the login or the key, wrong ones are throttled, and every
+            # response carries the CSP (webguard.py).
+            app_kwargs={"middleware": [Middleware(Guard, gate=gate)], "routes": v1},
         )
     except OSError as e:
         # Gradio's own message talks about launch() parameters; say it in CLI terms.

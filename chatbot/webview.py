@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import re
@@ -9,6 +10,7 @@ import threading
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from . import Citation
 from .errors import ChatbotError, ModelError
@@ -98,6 +100,10 @@ def _passage(c: dict[str, Any]) -> str:
         f"<blockquote class='passage excerpt'>{excerpt}</blockquote>"
         f"<details><summary>Read the whole passage</summary>{whole}</details>"
     )
+
+
+# What a URL keeps as it is in a Markdown autolink; the rest ("<", ">", quotes, spaces) is encoded.
+_URL_SAFE = ":/?#[]@!$&'()*+,;=%~"
 
 
 def _safe_url(url: Any) -> str | None:
@@ -306,28 +312,35 @@ def history_of(turns: list[dict[str, Any]]) -> list[dict[str, str]]:
 
 def conversation_markdown(turns: list[dict[str, Any]], model: str) -> str:
     """The conversation as a Markdown document, each answer followed by its sources."""
-    lines = ["# Conversation about ICML 2025 papers", "", f"Model: {model}", ""]
+    # Text from documents and models is escaped: a Markdown viewer renders HTML, and a
+    # document's <img> or <script> must show as text there, as it does in the UI.
+    esc = functools.partial(html.escape, quote=False)
+    lines = ["# Conversation about ICML 2025 papers", "", f"Model: {esc(model)}", ""]
     for turn in turns:
-        lines += [f"## {turn['question']}", ""]
+        lines += [f"## {esc(turn['question'])}", ""]
         if turn.get("stopped"):
-            lines += [turn["partial"], "", "_Stopped before the end._", ""]
+            lines += [esc(turn["partial"]), "", "_Stopped before the end._", ""]
             continue
         if turn.get("partial"):
-            lines += [turn["partial"], "", f"_The answer was cut off: {turn['error']}_", ""]
+            cut = f"_The answer was cut off: {esc(turn['error'])}_"
+            lines += [esc(turn["partial"]), "", cut, ""]
             continue
         if turn.get("error"):
-            lines += [f"_Could not answer: {turn['error']}_", ""]
+            lines += [f"_Could not answer: {esc(turn['error'])}_", ""]
             continue
         unsupported = turn.get("unsupported") or []
         answer = with_flags(turn["answer"], unsupported)
         answer = put_flags(answer, unsupported, lambda u: f" ⚠ _({why(u).lower()})_")
-        lines += [answer, ""]
+        lines += [esc(answer), ""]
         if turn["citations"]:
             lines += ["Sources:", ""]
             for c in turn["citations"]:
-                paper = f" — {c['paper']}" if c.get("paper") else ""
-                url = f" <{c['url']}>" if _safe_url(c.get("url")) else ""
-                lines.append(f"- [{c['n']}] {c['title']}{paper}{url} (score {c['score']:.2f})")
+                paper = f" — {esc(c['paper'])}" if c.get("paper") else ""
+                # An autolink ends at ">": percent-encoded, a URL cannot close it and add HTML.
+                link = _safe_url(c.get("url"))
+                url = f" <{quote(link, safe=_URL_SAFE)}>" if link else ""
+                title = esc(c["title"])
+                lines.append(f"- [{c['n']}] {title}{paper}{url} (score {c['score']:.2f})")
             lines.append("")
     return "\n".join(lines)
 

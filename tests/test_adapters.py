@@ -10,6 +10,7 @@ import chatbot
 PACKAGE = Path(chatbot.__file__).parent
 ADAPTERS = (
     "cli",
+    "terminal",
     "web",
     "webassets",
     "webview",

@@ -19,6 +19,7 @@ import pytest
 
 from chatbot import Chatbot, web
 from chatbot.errors import ChatbotError, ModelError
+from chatbot.terminal import CUT_OFF
 
 from .helpers import cli_env, run_cli
 from .test_llm import ANSWER, FAKE_KEY, QUESTION, FakeOpenAI, real, user_prompt
@@ -110,7 +111,7 @@ def test_cli_ask_with_a_cut_stream_exits_non_zero_with_one_line_and_no_sources(f
     assert "stopped in the middle of the answer" in result.stderr, result.stderr
     assert result.stderr.count("\n") == 1, f"one line, no traceback: {result.stderr!r}"
     assert "Sources:" not in result.stdout, "a cut-off answer must not be shown as complete"
-    assert result.stdout == CUT + "\n", f"what arrived ends its line: {result.stdout!r}"
+    assert result.stdout == f"{CUT}\n{CUT_OFF}\n", f"what arrived is marked: {result.stdout!r}"
 
 
 @pytest.fixture(scope="module")

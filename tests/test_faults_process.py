@@ -72,7 +72,8 @@ def test_sigterm_ends_an_ingest_cleanly_and_keeps_what_was_written(tmp_path):
     stderr.append(proc.communicate(timeout=30)[1])
     err = "".join(stderr)
     assert proc.returncode == 128 + signal.SIGTERM, f"expected exit code 143: {proc.returncode}"
-    assert "interrupted" in err and "chatbot ingest" in err, f"say how to finish: {err!r}"
+    finish = "chatbot --collection summaries ingest "
+    assert "interrupted" in err and finish in err, f"the exact command that finishes: {err!r}"
     assert "Traceback" not in err, err
     assert all(_gone(pid, within=2) for pid in children), (
         f"the embedding process outlived the terminated ingest "

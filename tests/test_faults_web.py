@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 
@@ -148,11 +147,21 @@ def _post_login(url: str, password: str, address: str = "127.0.0.1") -> httpx.Re
         return client.post(f"{url}login", data={"username": "ada", "password": password})
 
 
+class _Clock:
+    """A monotonic clock that moves only when the test says so."""
+
+    now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @needs_chromium
-def test_password_guessing_is_refused_for_a_while_other_clients_are_not(
+def test_password_guessing_is_refused_for_a_while_the_right_password_never(
     page, data_dir, monkeypatch
 ):
-    monkeypatch.setattr(webguard, "LOGIN_COOLDOWN", 3.0)
+    clock = _Clock()
+    monkeypatch.setattr(webguard, "CLOCK", clock)
     bot = Chatbot(Settings.load(env_file=None, data_dir=data_dir))
     port = free_port()
     app = web.serve(bot, port=port, auth="ada:s3cret", block=False)
@@ -160,22 +169,47 @@ def test_password_guessing_is_refused_for_a_while_other_clients_are_not(
     try:
         page.goto(url)
         statuses = [_login(page, f"guess{i}") for i in range(webguard.LOGIN_ATTEMPTS)]
-        locked = time.monotonic()
         assert statuses == [400] * webguard.LOGIN_ATTEMPTS, statuses
         assert "Incorrect" in page.locator("body").inner_text()
         assert "wrong passwords" in page.locator("body").inner_text(), "the form says the rule"
 
         guesses = [_post_login(url, f"again{i}") for i in range(25)]
-        assert {r.status_code for r in guesses} == {429}, "further guesses are refused unchecked"
+        assert {r.status_code for r in guesses} == {429}, "further guesses are refused"
         assert "wait" in guesses[0].json()["detail"] and guesses[0].headers["retry-after"]
-        assert _login(page, "s3cret") == 429, "during the cool-down even the right password waits"
-
         other = "127.0.0.2"
-        assert _post_login(url, "nope", other).status_code == 400, "another client is not locked"
+        assert _post_login(url, "nope", other).status_code == 429, (
+            "guesses for the same user from another address wait too"
+        )
         assert _post_login(url, "s3cret", other).status_code == 200
 
-        time.sleep(max(0.0, locked + webguard.LOGIN_COOLDOWN + 0.2 - time.monotonic()))
-        assert _login(page, "s3cret") == 200, "after the cool-down the right password works"
+        clock.now += webguard.LOGIN_COOLDOWN_MAX + 1
+        assert _post_login(url, "wrong-again").status_code == 400, "after the wait: told wrong"
+        assert _login(page, "s3cret") == 200, "the right password is never refused"
         page.locator("#question textarea").wait_for()
     finally:
         app.close()
+
+
+def test_the_downloaded_conversation_shows_document_html_as_text():
+    # A Markdown viewer renders HTML: the export must not carry a document's tags as tags.
+    from markdown_it import MarkdownIt
+
+    evil = '<img src="http://h/x.png" onerror="alert(1)"><script>alert(2)</script>'
+    turn = {
+        "question": f"What about {evil}?",
+        "answer": f"Lenses focus light {evil} [1].",
+        "citations": [
+            {
+                "n": 1,
+                "title": f"Lenses {evil}",
+                "paper": f"Paper {evil}",
+                "url": 'https://example.org/a"><script>alert(3)</script>',
+                "score": 0.9,
+            }
+        ],
+    }
+    saved = webview.conversation_markdown([turn], f"model {evil}")
+    rendered = MarkdownIt("commonmark").render(saved)
+    assert not re.search(r"<(img|script)", rendered), rendered
+    assert rendered.count("&lt;script&gt;") >= 4, "the tags are shown as text"
+    assert "Lenses focus light" in rendered and "https://example.org/a" in rendered
