@@ -83,7 +83,8 @@ def figures(text: str) -> set[str]:
         )
         found.add(str(int(value)) if value.is_integer() else str(value))
     value, plural = 0, False
-    for word in [*re.findall(r"[a-z]+", text.lower()), ""]:
+    # Scales already read with their digits ("8 billion") are not read again as words.
+    for word in [*re.findall(r"[a-z]+", _SCALED.sub(" ", text).lower()), ""]:
         unit = _NUMBER_WORDS.get(word.removesuffix("s") if word.endswith("s") else word)
         if unit is None:
             if value:

@@ -14,6 +14,7 @@ ADAPTERS = (
     "web",
     "webassets",
     "webview",
+    "webcite",
     "webdocs",
     "webguard",
     "evaluate",

@@ -228,7 +228,7 @@ def test_the_api_alone_starts_on_an_empty_index_and_says_how_to_fill_it(tmp_path
         client = openai.OpenAI(base_url=running.url, api_key="unused", max_retries=0)
         with pytest.raises(openai.InternalServerError) as caught:
             client.chat.completions.create(
-                model="x", messages=[{"role": "user", "content": QUESTION}]
+                model="icml-chatbot", messages=[{"role": "user", "content": QUESTION}]
             )
         assert caught.value.status_code == 503
         message = caught.value.body["message"]
