@@ -219,3 +219,18 @@ def test_a_prompt_over_the_context_window_is_one_error_naming_the_window(
 
     fitted = _bot(built_index, server, prompts, top_k=10)  # the window set, as the error says
     assert fitted.ask(QUESTION).text.strip(), "with the window set, the prompt is cut to fit"
+
+
+def test_the_model_judges_an_answer_in_one_call_or_leaves_it_to_the_lexical_check(
+    built_index, server, prompts
+):
+    # The protocol, not the quality: the judge's request is served, and whatever the tiny model
+    # replies is read as verdicts or, when it cannot be, left to the lexical check.
+    bot = _bot(built_index, server, prompts, support_check="model")
+    passages = bot.retrieve(QUESTION, k=1)
+    verdicts = bot.model.judge([("A town hall can have 10,000 residents.", passages)])
+    assert verdicts is None or (len(verdicts) == 1 and isinstance(verdicts[0], bool)), verdicts
+    answer = bot.ask(QUESTION)
+    assert answer.text.strip() and all(
+        u.reason in ("uncited", "not_found") for u in answer.unsupported
+    )
