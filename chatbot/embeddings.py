@@ -7,6 +7,7 @@ import json
 import math
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -322,6 +323,8 @@ class _Workspace:
 
 
 _CACHE: dict[Path, _MiniLM] = {}
+_QUERIES: OrderedDict[tuple[Path, str], list[float]] = OrderedDict()
+_QUERY_LOCK = threading.Lock()
 _CACHE_LOCK = threading.Lock()
 
 
@@ -465,5 +468,16 @@ class MiniLMEmbeddings(Embeddings):
             pass
 
     def embed_query(self, text: str) -> list[float]:
-        """Embed one search query."""
-        return self.encode([text])[0].tolist()
+        """Embed one search query; the last few are kept, since answering one question embeds
+        it twice (to search, and to compare it with the passages' sentences)."""
+        key = (self.model_dir, text)
+        with _QUERY_LOCK:
+            if key in _QUERIES:
+                _QUERIES.move_to_end(key)
+                return _QUERIES[key]
+        vector = self.encode([text])[0].tolist()
+        with _QUERY_LOCK:
+            _QUERIES[key] = vector
+            while len(_QUERIES) > 64:
+                _QUERIES.popitem(last=False)
+        return vector

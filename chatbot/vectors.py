@@ -50,7 +50,9 @@ class SentenceVectors:
         if persist and self._cache_file is not None:
             matrix = self._open_disk().start(texts)()
         else:
-            matrix = np.asarray(self._model().encode(texts), dtype=np.float32)
+            # One by one as queries: the search just embedded the same question.
+            model = self._model()
+            matrix = np.asarray([model.embed_query(t) for t in texts], dtype=np.float32)
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         return matrix / np.where(norms > 0, norms, 1.0)
 
