@@ -5,11 +5,13 @@ turned into a question and the conversation before it. `apiresponses.py` reads t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .apiformat import MODEL_ID, ApiError, without_sources
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class Lenient(BaseModel):
@@ -77,10 +79,10 @@ class ChatRequest(Lenient):
         return bool(self.stream_options and self.stream_options.include_usage)
 
 
-def parse_request(body: bytes) -> ChatRequest:
-    """The request in `body`, or a 400 ApiError naming what is wrong."""
+def validated(model: type[M], body: bytes) -> M:
+    """`body` read as `model`, or a 400 ApiError naming what is wrong and where."""
     try:
-        ask = ChatRequest.model_validate_json(body or b"{}")
+        return model.model_validate_json(body or b"{}")
     except ValidationError as e:
         first = e.errors()[0]
         if first["type"] == "json_invalid":
@@ -90,6 +92,11 @@ def parse_request(body: bytes) -> ChatRequest:
         param = ".".join(str(part) for part in first["loc"]) or None
         where = f" at {param}" if param else ""
         raise ApiError(400, f"Invalid request{where}: {first['msg']}.", param=param) from None
+
+
+def parse_request(body: bytes) -> ChatRequest:
+    """The request in `body`, or a 400 ApiError naming what is wrong."""
+    ask = validated(ChatRequest, body)
     check_supported(ask)
     return ask
 

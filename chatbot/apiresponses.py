@@ -14,10 +14,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
-
 from .apiformat import MODEL_ID, ApiError, Asked, content, event, extras, marked, usage
-from .apirequest import Lenient, Message, check_model, conversation, unsupported
+from .apirequest import Lenient, Message, check_model, conversation, unsupported, validated
 
 # The content parts that carry text, in what a client sends and in earlier answers it sends back.
 _TEXT_PARTS = ("input_text", "output_text", "text")
@@ -53,16 +51,7 @@ class ResponsesRequest(Lenient):
 
 def read(body: bytes) -> Asked:
     """A Responses API request: its question, conversation and reply (400/404 ApiError if not)."""
-    try:
-        ask = ResponsesRequest.model_validate_json(body or b"{}")
-    except ValidationError as e:
-        first = e.errors()[0]
-        if first["type"] == "json_invalid":
-            raise ApiError(
-                400, "The request body is not valid JSON: send a JSON object.", code="invalid_json"
-            ) from None
-        param = ".".join(str(part) for part in first["loc"]) or None
-        raise ApiError(400, f"Invalid request at {param}: {first['msg']}.", param=param) from None
+    ask = validated(ResponsesRequest, body)
     check_model(ask.model)
     if ask.tools:
         raise unsupported("tools", "Tool calling")
