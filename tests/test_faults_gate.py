@@ -102,6 +102,16 @@ def _call(url: str, method: str, path: str, body, **headers) -> httpx.Response:
         return http.request(method, url + path, json=body, headers=headers)
 
 
+def _cited(result) -> bool:
+    """True when /chat gave a real answer: the `ask --json` dict, citing source [1]."""
+    return (
+        isinstance(result, dict)
+        and not result["abstained"]
+        and "[1]" in result["answer"]
+        and [c["n"] for c in result["citations"]][:1] == [1]
+    )
+
+
 def test_with_a_key_no_route_answers_without_it(keyed):
     for method, path, body in ROUTES:
         response = _call(keyed, method, path, body)
@@ -116,7 +126,7 @@ def test_with_a_key_no_route_answers_without_it(keyed):
 def test_with_a_key_gradio_client_and_the_browser_login_get_in(keyed):
     bearer = {"Authorization": f"Bearer {KEY}"}
     answer = Client(keyed, verbose=False, headers=bearer).predict(QUESTION, api_name="/chat")
-    assert "[1]" in answer, f"the key opens Gradio's API: {answer!r}"
+    assert _cited(answer), f"the key opens Gradio's API: {answer!r}"
     # The browser has no header to send: its login form takes the key as the password.
     with httpx.Client(timeout=30) as http:
         assert http.post(keyed + "login", data={"username": "me", "password": "no"}).is_error
@@ -134,7 +144,8 @@ def test_with_a_login_no_route_answers_without_it_and_gradio_client_logs_in(logi
     with pytest.raises(AuthenticationError):
         Client(login, verbose=False).predict(QUESTION, api_name="/chat")
     client = Client(login, verbose=False, auth=("ada", "s3cret"))
-    assert "[1]" in client.predict(QUESTION, api_name="/chat")
+    answer = client.predict(QUESTION, api_name="/chat")
+    assert _cited(answer), f"the login opens Gradio's API: {answer!r}"
 
 
 def _wrong_keys(url: str, n: int, path: str = "v1/models", rotate: bool = True) -> list[int]:
@@ -266,7 +277,9 @@ def test_an_environment_without_a_login_leaves_the_local_server_open(gate_data):
     url, app = _serve(gate_data)
     try:
         answer = Client(url, verbose=False).predict(QUESTION, api_name="/chat")
-        assert "[1]" in answer, "with no key and no login on 127.0.0.1, nothing is asked for"
+        assert _cited(answer), (
+            f"with no key and no login on 127.0.0.1, nothing is asked for: {answer!r}"
+        )
     finally:
         app.close()
 

@@ -158,7 +158,8 @@ def test_web_keeps_a_cut_off_answer_visible_marked_and_never_as_an_answer(
     ask(page, "What does optimal transport respect?")
     sent = json.dumps(fake.bodies)
     assert CUT not in sent, "the cut-off text was sent to the model as an answer"
-    assert bot_texts(page)[1] == ANSWER, bot_texts(page)
+    # Shown whole and as an answer; a ⚠ the support check puts after a sentence is not text.
+    assert bot_texts(page)[1].replace(" ⚠", "") == ANSWER, bot_texts(page)
 
 
 # -- 14: user and document text cannot close the prompt's tags ---------------------------------

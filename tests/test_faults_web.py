@@ -66,8 +66,9 @@ def test_remote_images_in_documents_and_answers_are_links_and_never_fetched(
     folder.mkdir()
     (folder / "zeppelins.md").write_text(
         "---\nid: zeppelins\ntitle: Zeppelin hangar acoustics\n---\n"
-        f"Zeppelin hangar acoustics echo for seconds ![chart]({base}/md.png) in every hangar.\n"
-        f'Zeppelin hangars reverberate <img src="{base}/html.png"> like cathedrals of sound.\n',
+        # One sentence holds both images, so the answer quoting it holds both too.
+        f"Zeppelin hangar acoustics echo for seconds ![chart]({base}/md.png) in every hangar, "
+        f'and the hangars reverberate <img src="{base}/html.png"> like cathedrals of sound.\n',
         "utf-8",
     )
     bot = Chatbot(Settings.load(env_file=None, data_dir=data_dir))

@@ -207,7 +207,11 @@ def test_chat_streams_a_cited_answer_shows_its_sources_and_keeps_the_conversatio
 
     first = expected.citations[0]
     card = page.locator(f"#sources #src-1-{first.n}")
-    assert first.text[:80] in card.inner_text(), "the cited passage should be shown in the sources"
+    # The card shows the sentences the answer quotes, in their passage, the whole passage at hand.
+    shown = card.inner_text()
+    quoted = [first.text[a:b] for a, b in first.spans]
+    assert quoted and all(q in shown for q in quoted), f"the cited sentences should show: {shown}"
+    assert " ".join(first.text.split()) in " ".join(card.text_content().split()), "the passage"
     assert first.title in card.inner_text()
     assert "score" in card.locator(".relevance").get_attribute("title")
 
