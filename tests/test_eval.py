@@ -113,7 +113,11 @@ EVERY_TYPE = [
         "question": "Which summaries talk about decision trees?",
         "gold": ["sparse (few nodes)", "single decision tree"],
     },
-    {"id": "u", "type": "unanswerable", "question": "What is the best recipe for sourdough bread with a crispy crust?"},
+    {
+        "id": "u",
+        "type": "unanswerable",
+        "question": "What is the best recipe for sourdough bread with a crispy crust?",
+    },
     {
         "id": "f",
         "type": "followup",
