@@ -140,7 +140,6 @@ class Chatbot:
             self._changed = changed_before or rebuild or report.changed or bool(report.relocated)
             if report.changed or rebuild:
                 self._warm_sentences(progress)
-            if report.changed or rebuild:
                 self.retriever.rebuild_keyword_index()
             else:
                 # Loading checks the keyword index: a damaged one is rebuilt now, with a warning.

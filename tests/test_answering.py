@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 
@@ -14,21 +13,7 @@ from chatbot.offline import READS_ENGLISH
 from chatbot.prompts import NO_ANSWER
 
 from .helpers import ask_turns
-from .test_llm import FakeOpenAI, real
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeOpenAI]:
-    fake = FakeOpenAI()
-    yield fake
-    fake.close()
-
-
-@pytest.fixture
-def fake(server) -> Iterator[FakeOpenAI]:
-    server.reset()
-    yield server
-    server.release_all()
+from .test_llm import fake, real, server  # noqa: F401  (the fake server's fixtures)
 
 
 def sentences_of(text: str) -> list[str]:
@@ -129,7 +114,7 @@ def test_the_offline_model_takes_structured_input_not_a_prompt(bot):
 # -- every model takes the same structured input ------------------------------------------------
 
 
-def test_custom_prompt_files_work_with_every_model(fake, built_index, tmp_path):
+def test_custom_prompt_files_work_with_every_model(fake, built_index, tmp_path):  # noqa: F811
     folder = tmp_path / "prompts"
     folder.mkdir()
     (folder / "system.txt").write_text("HOUSE RULES. Otherwise say {no_answer}", "utf-8")
@@ -149,13 +134,13 @@ def test_custom_prompt_files_work_with_every_model(fake, built_index, tmp_path):
     assert answer.standalone_question == "Which systems does generative social choice mention?"
 
 
-def test_a_real_model_saying_the_no_answer_sentence_abstains(fake, built_index):
+def test_a_real_model_saying_the_no_answer_sentence_abstains(fake, built_index):  # noqa: F811
     fake.script.append({"content": NO_ANSWER})
     answer = Chatbot(real(built_index, fake.url)).ask("What is generative social choice?")
     assert answer.abstained and answer.text == NO_ANSWER and answer.citations == []
 
 
-def test_a_real_model_is_asked_whenever_a_passage_is_plausibly_related(fake, built_index):
+def test_a_real_model_is_asked_whenever_a_passage_is_plausibly_related(fake, built_index):  # noqa: F811
     bot = Chatbot(real(built_index, fake.url))
     fake.script.append({"content": "About 10,000 residents [1]."})
     answer = bot.ask("How many residents were in the town hall example?")
@@ -165,7 +150,7 @@ def test_a_real_model_is_asked_whenever_a_passage_is_plausibly_related(fake, bui
     assert len(fake.requests) == 1 and answer.abstained, "nothing related: the model is spared"
 
 
-def test_a_question_in_another_language_reaches_a_real_model(fake, built_index):
+def test_a_question_in_another_language_reaches_a_real_model(fake, built_index):  # noqa: F811
     fake.script.append({"content": "La elección social generativa combina LLMs y votación [1]."})
     answer = Chatbot(real(built_index, fake.url)).ask("¿Qué es la elección social generativa?")
     assert len(fake.requests) == 1, "the English relevance floor does not stop it"
