@@ -32,9 +32,9 @@ sys.path.insert(0, str(ROOT))
 from common import emit  # noqa: E402
 
 from chatbot import Chatbot, Settings  # noqa: E402
-from chatbot.corpus import Splitter  # noqa: E402
-from chatbot.records import Fields, read_records  # noqa: E402
-from chatbot.store import embed_text  # noqa: E402
+from chatbot.index.documents import Splitter  # noqa: E402
+from chatbot.index.records import Fields, read_records  # noqa: E402
+from chatbot.index.store import embed_text  # noqa: E402
 
 FIELDS = Fields(id="id", title="", text="abstract")
 CHATBOT = [str(Path(sys.executable).with_name("chatbot"))]
@@ -198,7 +198,7 @@ def quality(bot: Chatbot, records: list, queries: int, seed: int) -> dict:
 
 def embed_text_of(text: str, meta: dict) -> str:
     """The text the pipeline embedded for a stored passage."""
-    from chatbot.corpus import Passage
+    from chatbot.index.documents import Passage
 
     return embed_text(Passage("", meta.get("doc_id", ""), meta.get("title", ""), text))
 
@@ -237,7 +237,7 @@ def throughput(args, work: Path, records_path: Path) -> dict:
     (empty cache, new collection); the order alternates between runs, so a machine that gets
     busier or quieter during the benchmark does not favour one side.
     """
-    from chatbot.embeddings import MiniLMEmbeddings
+    from chatbot.index.embeddings.minilm import MiniLMEmbeddings
 
     docs, _ = read_records(records_path, FIELDS)
     docs = docs[: args.throughput_records]

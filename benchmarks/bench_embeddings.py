@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Running the file directly puts benchmarks/ on sys.path, not the repository root.
 sys.path.insert(0, str(ROOT))
 
-from chatbot.embeddings import MiniLMEmbeddings  # noqa: E402
+from chatbot.index.embeddings.minilm import MiniLMEmbeddings  # noqa: E402
 
 ABSTRACTS = ROOT.parent / "shared" / "data" / "icml_2020_2023_abstracts.jsonl"
 QUERY = "Which papers propose new methods for offline reinforcement learning with pessimism?"

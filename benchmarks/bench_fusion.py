@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_collections import COLLECTION, _docs, _scores
 
 from chatbot import Chatbot, Settings
-from chatbot.retrieval import fuse
+from chatbot.retrieve.hybrid import fuse
 
 DEPTH = 40
 WEIGHTS = (0.3, 0.4, 0.5, 0.6, 0.7)

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import emit  # noqa: E402
-from chatbot.types import Citation  # noqa: E402
+from chatbot.values import Citation  # noqa: E402
 from tests.typeset import compile_latex, load_abstracts, proceedings_source, words  # noqa: E402
 
 ABSTRACTS = Path("/work/shared/data/icml_2020_2023_abstracts.jsonl")
@@ -54,7 +54,7 @@ def order(source: list[str], got: list[str]) -> float:
 
 
 def read_ours(path: Path) -> str:
-    from chatbot.pdf import read_pdf
+    from chatbot.index.pdf import read_pdf
 
     return "\n".join(p for page in read_pdf(path).pages for p in page)
 
@@ -83,7 +83,7 @@ def read_pypdf_layout(path: Path) -> str:
 
 
 READERS = {
-    "pypdfium2 + chatbot.pdf layout (chosen)": read_ours,
+    "pypdfium2 + chatbot.index.pdf layout (chosen)": read_ours,
     "pypdfium2 get_text_range": read_pdfium_plain,
     "pypdf extract_text": read_pypdf,
     "pypdf extract_text layout": read_pypdf_layout,

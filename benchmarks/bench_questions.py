@@ -33,8 +33,8 @@ from bench_collections import COLLECTION, PASSAGES, _docs, _Lookup, _scores
 from common import emit
 
 from chatbot import Chatbot, Settings
-from chatbot.keyword import FIELD_WEIGHTS, K1, B
-from chatbot.retrieval import fuse
+from chatbot.index.bm25 import FIELD_WEIGHTS, K1, B
+from chatbot.retrieve.hybrid import fuse
 
 
 def load(path: Path) -> list[dict]:

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from chatbot import Chatbot, Settings  # noqa: E402
-from chatbot.records import Fields  # noqa: E402
+from chatbot.index.records import Fields  # noqa: E402
 
 
 def main() -> None:

@@ -35,7 +35,8 @@ from bench_collections import COLLECTION, PASSAGES
 from common import emit
 
 from chatbot import Chatbot, Settings
-from chatbot.keyword import K1, B, terms
+from chatbot.index.bm25 import K1, B
+from chatbot.text.terms import terms
 
 
 def bm25(texts: list[str], k1: float = K1, b: float = B):

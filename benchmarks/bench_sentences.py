@@ -1,8 +1,8 @@
 """Sentence splitters compared on a hand-labelled set: boundaries, errors per kind, and speed.
 
-Every candidate runs behind the same structure step (chatbot.sentences._blocks: front matter,
+Every candidate runs behind the same structure step (chatbot.text.sentences._blocks: front matter,
 headings, list markers and paragraph breaks are decided first), so only the prose rules differ;
-each is measured alone and with the continuation rule of chatbot.sentences (a piece starting
+each is measured alone and with the continuation rule of chatbot.text.sentences (a piece starting
 with a digit or with , ; : ) ] } - continues the sentence before it). The first row is the old
 regex as the package used it, on the whole text. Quality is exact-match sentence F1 over
 benchmarks/data/sentences.jsonl; a text counts as an error of each of its categories when the
@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from chatbot import sentences  # noqa: E402
+from chatbot.text import sentences  # noqa: E402
 
 Span = tuple[int, int]
 DATA = ROOT / "benchmarks" / "data" / "sentences.jsonl"
@@ -95,7 +95,7 @@ def candidates() -> dict[str, tuple[str, Callable[[str], list[Span]]]]:
 
         out["syntok"] = (v, syntok_split)
     if v := have("sentencex"):
-        out["sentencex"] = (v, sentences._library)  # the one chatbot.sentences uses
+        out["sentencex"] = (v, sentences._library)  # the one chatbot.text.sentences uses
     if v := have("nupunkt"):
         import nupunkt
 

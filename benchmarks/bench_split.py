@@ -22,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from chatbot import corpus  # noqa: E402
-from chatbot.corpus import Document, Splitter  # noqa: E402
+from chatbot.index import documents as corpus  # noqa: E402
+from chatbot.index.documents import Document, Splitter  # noqa: E402
 
 MB = 1024 * 1024
 RUNS = 3

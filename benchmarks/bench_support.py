@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import emit  # noqa: E402
-from chatbot import support  # noqa: E402
-from chatbot.corpus import load_documents  # noqa: E402
-from chatbot.vectors import SentenceVectors  # noqa: E402
+from chatbot.index.documents import load_documents  # noqa: E402
+from chatbot.index.embeddings.sentence_vectors import SentenceVectors  # noqa: E402
+from chatbot.verify import support  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data"
 SHARED = ROOT.parent / "shared"

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from chatbot.embeddings import MiniLMEmbeddings  # noqa: E402
+from chatbot.index.embeddings.minilm import MiniLMEmbeddings  # noqa: E402
 
 ABSTRACTS = ROOT.parent / "shared" / "data" / "icml_2020_2023_abstracts.jsonl"
 QUERY = "Which papers propose new methods for offline reinforcement learning with pessimism?"

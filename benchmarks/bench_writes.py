@@ -19,11 +19,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chatbot.corpus import Splitter
-from chatbot.ingest import _metadata
-from chatbot.records import Fields, read_records
+from chatbot.index.documents import Splitter
+from chatbot.index.records import Fields, read_records
+from chatbot.index.store import embed_text
+from chatbot.index.sync import _metadata
 from chatbot.settings import Settings
-from chatbot.store import embed_text
 
 SOURCE = (
     Path(__file__).resolve().parent.parent.parent / "shared/data/icml_2020_2023_abstracts.jsonl"
@@ -57,7 +57,7 @@ def main() -> None:
     if cached.exists():
         vectors = np.load(cached)
     else:
-        from chatbot.embeddings import MiniLMEmbeddings
+        from chatbot.index.embeddings.minilm import MiniLMEmbeddings
 
         vectors = MiniLMEmbeddings().encode([embed_text(p) for p, _ in items])
         args.work.mkdir(parents=True, exist_ok=True)

@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from chatbot import Chatbot, Settings, offline
-from chatbot.keyword import terms
-from chatbot.models import AnswerRequest, CondenseRequest
-from chatbot.pipeline import retrieve
+from chatbot.answer.models.boundary import AnswerRequest, CondenseRequest
+from chatbot.answer.pipeline import retrieve
+from chatbot.text.terms import terms
 
 WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
 FLOORS = np.round(np.arange(0.30, 0.80, 0.02), 2)

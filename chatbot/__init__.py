@@ -6,7 +6,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .errors import (
+    from chatbot.answer.pipeline import AnswerStream
+    from chatbot.chatbot import Chatbot
+    from chatbot.errors import (
         ChatbotError,
         ConfigError,
         EmbeddingError,
@@ -20,30 +22,28 @@ if TYPE_CHECKING:
         StoreError,
         StoreReadOnlyError,
     )
-    from .ingest import IngestReport
-    from .options import parse_where
-    from .pipeline import AnswerStream
-    from .qa import Chatbot
-    from .records import Fields
-    from .retrieval import ChatbotRetriever
-    from .settings import Settings
-    from .types import Answer, Citation, Document, Passage, Problem, Support, Unsupported
+    from chatbot.index.records import Fields
+    from chatbot.index.sync import IngestReport
+    from chatbot.retrieve.filters import parse_where
+    from chatbot.retrieve.hybrid import ChatbotRetriever
+    from chatbot.settings import Settings
+    from chatbot.values import Answer, Citation, Document, Passage, Problem, Support, Unsupported
 
-# Imported on first use: the embedding child process imports `chatbot.embeddings` and would
-# otherwise pay 2 s for LangChain's chat-model modules it never uses.
+# Imported on first use: the embedding child process imports `chatbot.index.embeddings` and
+# would otherwise pay 2 s for LangChain's chat-model modules it never uses.
 # Every type a public method returns or raises is here, so callers and type checkers name them
 # from `chatbot` alone.
 _EXPORTS = {
-    "AnswerStream": ".pipeline",
-    "Chatbot": ".qa",
-    "ChatbotRetriever": ".retrieval",
-    "Fields": ".records",
-    "IngestReport": ".ingest",
+    "AnswerStream": ".answer.pipeline",
+    "Chatbot": ".chatbot",
+    "ChatbotRetriever": ".retrieve.hybrid",
+    "Fields": ".index.records",
+    "IngestReport": ".index.sync",
     "Settings": ".settings",
-    "parse_where": ".options",
+    "parse_where": ".retrieve.filters",
     **dict.fromkeys(
         ["Answer", "Citation", "Document", "Passage", "Problem", "Support", "Unsupported"],
-        ".types",
+        ".values",
     ),
     **dict.fromkeys(
         [

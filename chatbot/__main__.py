@@ -1,5 +1,5 @@
 """`python -m chatbot` runs the CLI."""
 
-from .cli import run
+from chatbot.serve.cli import run
 
 run()

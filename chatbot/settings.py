@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 from dotenv import dotenv_values
 from pydantic import SecretStr
 
-from .errors import ConfigError
+from chatbot.errors import ConfigError
 
 
 def packaged(name: str) -> Path:

@@ -7,10 +7,10 @@ import re
 import pytest
 
 from chatbot import Chatbot, Settings
-from chatbot.citations import cited, without_markers
-from chatbot.models import AnswerRequest, Reply
-from chatbot.offline import READS_ENGLISH
-from chatbot.prompts import NO_ANSWER
+from chatbot.answer.models.boundary import AnswerRequest, Reply
+from chatbot.answer.models.offline import READS_ENGLISH
+from chatbot.answer.prompts import NO_ANSWER
+from chatbot.text.markers import cited, without_markers
 
 from .helpers import ask_turns
 from .test_llm import fake, real, server  # noqa: F401  (the fake server's fixtures)
@@ -161,8 +161,8 @@ def test_a_question_in_another_language_reaches_a_real_model(fake, built_index):
 def test_the_offline_chat_model_answers_in_a_chain_of_ones_own(bot):
     from langchain_core.prompts import ChatPromptTemplate
 
-    from chatbot.offline_chat import NEEDS_PASSAGES, OfflineChatModel
-    from chatbot.prompts import format_passages
+    from chatbot.answer.models.offline_chat import NEEDS_PASSAGES, OfflineChatModel
+    from chatbot.answer.prompts import format_passages
 
     prompt = ChatPromptTemplate.from_messages([("human", "{passages}\n<question>{q}</question>")])
     chain = prompt | OfflineChatModel()

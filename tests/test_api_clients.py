@@ -12,7 +12,7 @@ import pytest
 import yaml
 from langchain_openai import ChatOpenAI
 
-from chatbot import api
+from chatbot.serve.openai_api import routes as api
 
 QUESTION = "What is generative social choice?"
 LLM = Path(sys.executable).with_name("llm")

@@ -12,7 +12,7 @@ import pytest
 from langchain_openai import ChatOpenAI
 from langchain_tests.integration_tests import ChatModelIntegrationTests
 
-from chatbot import api
+from chatbot.serve.openai_api import routes as api
 
 
 class TestChatbotThroughChatOpenAI(ChatModelIntegrationTests):

@@ -7,8 +7,8 @@ import openai
 import pytest
 from openai import OpenAI
 
-from chatbot import api
-from chatbot.tokens import count_tokens
+from chatbot.serve.openai_api import routes as api
+from chatbot.text.tokens import count_tokens
 
 QUESTION = "What is generative social choice?"
 MODEL = api.MODEL_ID

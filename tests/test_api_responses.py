@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_openai import ChatOpenAI
 from openai import OpenAI
 
-from chatbot import api
+from chatbot.serve.openai_api import routes as api
 
 from .test_api import api_only, model_server
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from chatbot import Chatbot, Settings, StoreError
-from chatbot.cli import main
-from chatbot.records import Fields
+from chatbot.index.records import Fields
+from chatbot.serve.cli import main
 
 from .conftest import SHARED, needs_shared
 

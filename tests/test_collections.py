@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from chatbot import Chatbot, Settings
-from chatbot.cli import main
-from chatbot.options import parse_where
-from chatbot.records import Fields
+from chatbot.index.records import Fields
+from chatbot.retrieve.filters import parse_where
+from chatbot.serve.cli import main
 
 from .conftest import SHARED
 from .helpers import records_by_year
@@ -149,7 +149,7 @@ def test_collections_live_side_by_side(data_dir, records, tmp_path):
 
 
 def test_an_abstract_matching_more_of_the_question_ranks_above_one_repeating_one_word():
-    from chatbot.keyword import KeywordIndex
+    from chatbot.index.bm25 import KeywordIndex
 
     texts = {
         "repeats": "Graph transformers read a graph node by node: each node attends to the whole "

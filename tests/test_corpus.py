@@ -7,7 +7,7 @@ import re
 import pytest
 import yaml
 
-from chatbot.corpus import Splitter, load_documents, read_document
+from chatbot.index.documents import Splitter, load_documents, read_document
 
 from .conftest import CORPUS, SHARED, needs_shared
 
@@ -90,7 +90,7 @@ def test_plain_text_files_get_an_id_and_title_from_their_name(tmp_path):
 
 
 def test_splitter_makes_token_bounded_overlapping_passages_with_content_ids():
-    from chatbot.tokens import count_tokens
+    from chatbot.text.tokens import count_tokens
 
     doc = read_document(CORPUS / "06-generative-social-choice.md")
     long = doc.__class__(doc.doc_id, doc.title, " ".join([doc.text] * 4), doc.source, {})
@@ -103,6 +103,6 @@ def test_splitter_makes_token_bounded_overlapping_passages_with_content_ids():
 
 
 def test_cl100k_counts_tokens_offline():
-    from chatbot.tokens import count_tokens
+    from chatbot.text.tokens import count_tokens
 
     assert count_tokens("hello world") == 2

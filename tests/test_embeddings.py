@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from chatbot import embeddings
-from chatbot.embedding_process import EmbeddingProcess
-from chatbot.embeddings import MiniLMEmbeddings, balanced_chunks, default_model_dir
 from chatbot.errors import EmbeddingError
+from chatbot.index.embeddings import minilm as embeddings
+from chatbot.index.embeddings.minilm import MiniLMEmbeddings, balanced_chunks, default_model_dir
+from chatbot.index.embeddings.process import EmbeddingProcess
 
 REFERENCE = Path(__file__).parent / "data" / "minilm_reference.json"
 
@@ -138,7 +138,7 @@ _THREAD_PROBE = """
 import json, sys, threading
 if sys.argv[1] == "without":
     sys.modules["threadpoolctl"] = None  # as on a machine where it is not installed
-from chatbot.embeddings import MiniLMEmbeddings
+from chatbot.index.embeddings.minilm import MiniLMEmbeddings
 emb = MiniLMEmbeddings(threads=4)
 emb.encode(["warm up"])  # loads the model and sets BLAS up before threads are counted
 started = []

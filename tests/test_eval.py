@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from chatbot.cli import main
 from chatbot.errors import QuestionError
-from chatbot.evaluate import TARGETS, evaluate, load_questions
+from chatbot.serve.cli import main
+from chatbot.serve.evaluate import TARGETS, evaluate, load_questions
 
 from .conftest import SHARED
 

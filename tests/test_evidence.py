@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import re
 
-from chatbot.citations import cited, clean_stream
-from chatbot.qa import Chatbot
+from chatbot.answer.citations import clean_stream
+from chatbot.chatbot import Chatbot
+from chatbot.text.markers import cited
 
 from .helpers import run_cli
 from .test_llm import QUESTION, fake, real, server  # noqa: F401  (the fake server's fixtures)
@@ -124,7 +125,7 @@ def test_a_real_models_citations_are_renumbered_and_quote_the_passage_it_paraphr
 
 def _sentence_with_terms(text: str) -> str:
     """A sentence of `text` long enough to be told apart from the others."""
-    from chatbot.sentences import split_sentences
+    from chatbot.text.sentences import split_sentences
 
     return max(split_sentences(text), key=lambda s: len(set(s.lower().split())))
 

@@ -16,7 +16,7 @@ from gradio_client.exceptions import AuthenticationError
 
 from chatbot import Chatbot, Settings, web, webguard
 from chatbot.errors import ConfigError
-from chatbot.webguard import LOGIN_ATTEMPTS, LOGIN_COOLDOWN, LoginThrottle
+from chatbot.serve.guard import LOGIN_ATTEMPTS, LOGIN_COOLDOWN, LoginThrottle
 
 from .helpers import free_port, private_index
 
@@ -285,7 +285,7 @@ def test_an_environment_without_a_login_leaves_the_local_server_open(gate_data):
 
 
 def test_the_api_alone_ignores_forwarded_for_too(gate_data, quiet):
-    from chatbot import api
+    from chatbot.serve.openai_api import routes as api
 
     bot = Chatbot(Settings.load(env_file=None, data_dir=gate_data, api_key=KEY))
     running = api.serve(bot, port=free_port(), block=False)

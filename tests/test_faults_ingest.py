@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from chatbot import Chatbot, Settings
-from chatbot.corpus import BLOCK_CHARS, Document, Splitter, read_document
+from chatbot.index.documents import BLOCK_CHARS, Document, Splitter, read_document
 
 from .conftest import CORPUS, ROOT
 from .helpers import cli_env, run_cli

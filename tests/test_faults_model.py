@@ -19,7 +19,7 @@ import pytest
 
 from chatbot import Chatbot, web
 from chatbot.errors import ChatbotError, ModelError
-from chatbot.terminal import CUT_OFF
+from chatbot.serve.terminal import CUT_OFF
 
 from .helpers import cli_env, run_cli
 from .test_llm import ANSWER, FAKE_KEY, QUESTION, FakeOpenAI, real, user_prompt
@@ -38,7 +38,7 @@ def openai_server() -> Iterator[FakeOpenAI]:
 @pytest.fixture
 def fake(openai_server, monkeypatch) -> Iterator[FakeOpenAI]:
     """The running OpenAI-protocol server, with no script and no recorded requests."""
-    from chatbot import llm
+    from chatbot.answer.models import openai_compat as llm
 
     openai_server.reset()
     monkeypatch.setattr(llm, "BACKOFF", 0.01)
@@ -270,7 +270,7 @@ ABSTRACTS = (
 def years(tmp_path_factory) -> Path:
     """A data directory whose collection 'years' has records with a numeric `year` field."""
     from chatbot import Settings
-    from chatbot.records import Fields
+    from chatbot.index.records import Fields
 
     if not ABSTRACTS.is_file():
         pytest.skip(f"{ABSTRACTS} is not there (the shared data folder is needed)")
@@ -289,7 +289,7 @@ def years(tmp_path_factory) -> Path:
 
 
 def cli(capsys, data_dir: Path, *args: str) -> tuple[int, str, str]:
-    from chatbot.cli import main
+    from chatbot.serve.cli import main
 
     code = main(["--data-dir", str(data_dir), "--collection", "years", *args])
     out = capsys.readouterr()

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from chatbot import Chatbot, Settings
-from chatbot.ingest import BATCH
+from chatbot.index.sync import BATCH
 
 from .conftest import needs_shared
 from .test_ingest import _abstract_corpus, _cached_vectors, _children, _gone, _start_ingest

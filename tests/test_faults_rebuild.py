@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from chatbot import Chatbot, Settings
-from chatbot.cli import main
+from chatbot.serve.cli import main
 
 from .helpers import run_cli
 

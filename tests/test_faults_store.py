@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from chatbot.keyword import KeywordIndex
+from chatbot.index.bm25 import KeywordIndex
 
 from .conftest import ROOT
 from .helpers import cli_env, run_cli
@@ -100,7 +100,7 @@ _REBUILDER = """
 import sys, time
 from pathlib import Path
 from chatbot import Chatbot, Settings
-from chatbot.keyword import KeywordIndex
+from chatbot.index.bm25 import KeywordIndex
 
 bot = Chatbot(Settings.load(env_file=None, data_dir=Path(sys.argv[1])))
 retriever = bot.retriever

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from chatbot import Chatbot, Settings
-from chatbot.cli import main
 from chatbot.errors import QuestionError
-from chatbot.terminal import CUT_OFF, clean
+from chatbot.serve.cli import main
+from chatbot.serve.terminal import CUT_OFF, clean
 
 from .helpers import run_cli
 from .test_faults_model import fake, model_env, openai_server  # noqa: F401 (fixtures)
@@ -134,7 +134,7 @@ def test_the_interrupt_hint_names_the_collection_and_the_paths(tmp_path, monkeyp
     folder = tmp_path / "notes"
     folder.mkdir()
     (folder / "a.md").write_text("Notes about lighthouses and their lenses.", "utf-8")
-    from chatbot import qa
+    from chatbot import chatbot as qa
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from chatbot import Chatbot, Settings
-from chatbot.embeddings import MiniLMEmbeddings
-from chatbot.ingest import BATCH
-from chatbot.store import embed_text, to_passage
+from chatbot.index.embeddings.minilm import MiniLMEmbeddings
+from chatbot.index.store import embed_text, to_passage
+from chatbot.index.sync import BATCH
 
 from .conftest import CORPUS, ROOT, SHARED, needs_shared
 from .helpers import cli_env, run_cli

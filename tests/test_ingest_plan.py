@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
-from chatbot.embedding_process import EmbeddingProcess
-from chatbot.embeddings import MiniLMEmbeddings
-from chatbot.ingest import BATCH, embedder_for, plan
-from chatbot.store import InProcessEmbedder, StoredDoc
-from chatbot.types import Document
+from chatbot.index.embeddings.minilm import MiniLMEmbeddings
+from chatbot.index.embeddings.process import EmbeddingProcess
+from chatbot.index.store import InProcessEmbedder, StoredDoc
+from chatbot.index.sync import BATCH, embedder_for, plan
+from chatbot.values import Document
 
 CORPUS = PurePosixPath("/data/corpus")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from chatbot import Chatbot, EmptyIndexError, Settings, StoreError, web
-from chatbot.embeddings import REQUIRED_FILES
+from chatbot.index.embeddings.minilm import REQUIRED_FILES
 
 from .conftest import CORPUS, ROOT
 from .helpers import free_port, run_cli
@@ -197,7 +197,8 @@ def test_an_installed_wheel_reads_its_own_prompts_and_corpus(dist, tmp_path):
     elsewhere.mkdir()
     _pip("install", "--no-deps", "--target", str(target), str(wheel))
     probe = (
-        "import chatbot, chatbot.settings as s, chatbot.prompts as p, chatbot.embeddings as e\n"
+        "import chatbot, chatbot.settings as s, chatbot.answer.prompts as p\n"
+        "import chatbot.index.embeddings.minilm as e\n"
         "print(chatbot.__file__, s.PROMPTS_DIR, s.CORPUS_DIR, e.default_model_dir(), sep='\\n')\n"
         "assert p.load_prompts(s.PROMPTS_DIR).answer\n"
     )
@@ -218,7 +219,7 @@ def test_an_installed_wheel_reads_its_own_prompts_and_corpus(dist, tmp_path):
 def test_the_api_alone_starts_on_an_empty_index_and_says_how_to_fill_it(tmp_path):
     import openai
 
-    from chatbot import api
+    from chatbot.serve.openai_api import routes as api
 
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -22,11 +22,11 @@ from typing import Any
 
 import pytest
 
-from chatbot import llm
-from chatbot.budget import Budget, _exact_encoding, context_window, count_messages
+from chatbot.answer.budget import Budget, _exact_encoding, context_window, count_messages
+from chatbot.answer.models import openai_compat as llm
+from chatbot.answer.prompts import NO_ANSWER, load_prompts
+from chatbot.chatbot import Chatbot
 from chatbot.errors import ConfigError, ModelError
-from chatbot.prompts import NO_ANSWER, load_prompts
-from chatbot.qa import Chatbot
 from chatbot.settings import Settings
 
 from .conftest import CORPUS
@@ -412,7 +412,7 @@ def test_known_context_windows():
 
 
 def test_encoding_not_available_offline_falls_back_to_cl100k_with_a_warning(caplog):
-    from chatbot.tokens import count_tokens, encoding_for
+    from chatbot.text.tokens import count_tokens, encoding_for
 
     encoding_for.cache_clear()
     with caplog.at_level(logging.WARNING):
@@ -592,7 +592,7 @@ def test_the_key_never_appears_in_errors_logs_or_reprs(fake, built_index, caplog
 def test_cli_info_and_ask_show_the_model_and_url_but_never_the_key(
     fake, built_index, monkeypatch, capfd
 ):
-    from chatbot.cli import main
+    from chatbot.serve.cli import main
 
     for name, value in {
         "OPENAI_API_KEY": FAKE_KEY,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from chatbot import Chatbot, Settings
-from chatbot.pdf import NO_TEXT, read_pdf
+from chatbot.index.pdf import NO_TEXT, read_pdf
 
 from . import typeset
 from .helpers import local_server, run_cli
@@ -222,7 +222,7 @@ def test_links_and_arxiv_pages_are_fetched_and_indexed(tmp_path):
 
 
 def test_a_quote_on_one_side_of_a_page_break_names_that_page():
-    from chatbot.types import Citation
+    from chatbot.values import Citation
 
     meta = {"page": 4, "page_end": 5, "page_break": 100}
     text = "x" * 200
@@ -236,7 +236,7 @@ def test_a_quote_on_one_side_of_a_page_break_names_that_page():
 def test_the_openai_compatible_api_cites_the_page(paper, paper_index):
     from openai import OpenAI
 
-    from chatbot import api
+    from chatbot.serve.openai_api import routes as api
 
     from .helpers import free_port
 
@@ -262,8 +262,8 @@ def test_the_openai_compatible_api_cites_the_page(paper, paper_index):
 
 
 def test_a_reference_list_gives_way_to_the_body_that_matches_nearly_as_well():
-    from chatbot.retrieval import demote_references
-    from chatbot.types import Passage
+    from chatbot.retrieve.hybrid import demote_references
+    from chatbot.values import Passage
 
     body = Passage("b", "d", "t", "Attention for long documents.", metadata={"section": "1 Intro"})
     refs = Passage("r", "d", "t", "Attention is all you need.", metadata={"section": "References"})

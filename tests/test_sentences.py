@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from chatbot.sentences import is_heading, sentence_spans, split_sentences
+from chatbot.text.sentences import is_heading, sentence_spans, split_sentences
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = sorted((ROOT / "corpus").glob("*.md"))

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from chatbot import Chatbot, Support, Unsupported, support
-from chatbot.corpus import read_document
+from chatbot.index.documents import read_document
 
 from .conftest import CORPUS
 from .helpers import run_cli

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from chatbot import Chatbot, Settings, web, webcite, webview
-from chatbot.cli import main
+from chatbot.serve.cli import main
 
 from .helpers import free_port, local_server, private_index
 
@@ -1091,8 +1091,8 @@ def test_a_source_card_shows_relevance_as_a_bar_and_no_internal_id():
 def test_corpus_tab_rebuilds_a_long_document_from_its_overlapping_passages():
     import re
 
-    from chatbot.corpus import Document, Splitter, load_documents
-    from chatbot.qa import join_overlapping
+    from chatbot.chatbot import join_overlapping
+    from chatbot.index.documents import Document, Splitter, load_documents
 
     docs, _ = load_documents([ROOT / "corpus"])
     text = "\n\n".join(d.text for d in docs)
@@ -1125,7 +1125,7 @@ def test_chatbot_serve_command_serves_the_chat_behind_a_login(web_data, tmp_path
 
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    code = "import sys; from chatbot.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from chatbot.serve.cli import main; sys.exit(main(sys.argv[1:]))"
     args = ["--data-dir", str(web_data), "serve", "--port", str(port), "--auth", "ada:s3cret"]
     log = (tmp_path / "serve.log").open("w")
     proc = subprocess.Popen(

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from chatbot import webcite, webview
+from chatbot.serve.web import cite as webcite
+from chatbot.serve.web import view as webview
 
 from .test_web import (  # noqa: F401  (fixtures: pytest finds them by name in this module)
     ANSWERED,

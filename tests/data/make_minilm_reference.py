@@ -1,7 +1,8 @@
 """Regenerate minilm_reference.json: all-MiniLM-L6-v2 vectors computed by sentence-transformers.
 
-The project embeds with a NumPy re-implementation (chatbot/embeddings.py); these vectors are the
-ground truth it is tested against. torch and sentence-transformers are deliberately NOT project
+The project embeds with a NumPy re-implementation (chatbot/index/embeddings/minilm.py); these
+vectors are the ground truth it is tested against.
+torch and sentence-transformers are deliberately NOT project
 dependencies, so run this in a throwaway venv (install torch first so pip doesn't pull a CUDA
 build):
 
@@ -9,7 +10,7 @@ build):
     /tmp/stvenv/bin/pip install torch==2.13.0
     /tmp/stvenv/bin/pip install sentence-transformers
     MODEL_DIR="$(.venv/bin/python -c \
-        'from chatbot.embeddings import default_model_dir as d; print(d())')"
+        'from chatbot.index.embeddings.minilm import default_model_dir as d; print(d())')"
     /tmp/stvenv/bin/python tests/data/make_minilm_reference.py "$MODEL_DIR"
 
 It overwrites tests/data/minilm_reference.json (next to this script).

@@ -1,0 +1,91 @@
+"""Words of a text as retrieval and answering compare them: content words, stemmed, in American
+spelling; and what a question's words say about it (English or not, asking for a list)."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*|\d+(?:\.\d+)?")
+# A short English stop list plus question words, which say nothing about the topic.
+STOPWORDS = frozenset(
+    """a about above after again against all also am an and any are aren't as at be because been
+    before being below between both but by can could did do does doing down during each few for
+    from further had has have having he her here hers herself him himself his how i if in into is
+    it its itself just let me more most my myself no nor not now of off on once only or other our
+    ours ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself yourselves
+    s t don doesn didn isn wasn weren won tell describe explain mention mentions mentioned say says
+    said give please paper papers summary summaries article authors author corpus deal deals
+    involve involves discuss discusses address addresses concern concerns focus focuses talk
+    talks propose proposes proposed present presents introduce introduces new novel
+    colleagues coauthors co et al""".split()
+)
+
+# "Which papers…", "List the summaries that…": the question wants every relevant source.
+_LISTING = re.compile(
+    r"^\s*(which|what|list|name|find)\b.*\b(papers|summaries|works|studies|articles|ones)\b",
+    re.IGNORECASE,
+)
+
+
+def reads_as_english(question: str) -> bool:
+    """Whether a question of three or more words uses English function words, as English does."""
+    words = re.findall(r"[^\W\d_]+", question.lower())
+    latin = [w for w in words if w.isascii()]
+    if len(words) < 3:
+        return True
+    return len(latin) >= len(words) / 2 and any(w in STOPWORDS for w in latin)
+
+
+def asks_for_list(question: str) -> bool:
+    """True for questions that ask which works (plural) are about something."""
+    return bool(_LISTING.search(question))
+
+
+@lru_cache(maxsize=1)
+def _stemmer():
+    import Stemmer
+
+    return Stemmer.Stemmer("english")
+
+
+# British spellings read as American ones, so "behaviours" finds "behaviors" and "optimise"
+# "optimize": -our, -ise/-isation after the endings that take -ize, -yse, -tre, doubled l.
+_BRITISH = re.compile(
+    r"^(?:(?P<our>behavi|col|neighb|lab|hon|fav|harb|flav|rum|hum|vap|endeav|savi)our"
+    r"|(?P<ise>\w{2,}(?:al|im|ogn|an|ar|or|er|it|et|en|ur))is"
+    r"|(?P<yse>\w+l)ys(?=e|ed|es|ing|er|ers$)"
+    r"|(?P<tre>cen|me|fib|li|thea)tre"
+    r"|(?P<ll>model|label|travel|cancel|signal|tunnel|level|fuel|channel|total|funnel|dial|panel)l"
+    r"(?=ed|ing|er|ers$)"
+    r"|(?P<ce>defen|licen|offen)ce)",
+)
+_AMERICAN = {"our": "or", "ise": "iz", "yse": "yz", "tre": "ter", "ll": "", "ce": "se"}
+_ISE_ENDINGS = ("e", "ed", "es", "ing", "er", "ers", "ation", "ations")
+
+
+# Short forms read as the word they shorten: "olympiad math" is about mathematics.
+_SHORT = {"math": "mathematics", "maths": "mathematics", "stats": "statistics"}
+
+
+def american(word: str) -> str:
+    """A lowercase word in American spelling ("behaviour" -> "behavior", "optimised" ->
+    "optimized") and without the short forms above; other words unchanged."""
+    if word in _SHORT:
+        return _SHORT[word]
+    match = _BRITISH.match(word)
+    if not match:
+        return word
+    kind = match.lastgroup
+    if kind == "ise" and word[match.end() :] not in _ISE_ENDINGS:
+        return word
+    return match.group(kind) + _AMERICAN[kind] + word[match.end() :]
+
+
+def terms(text: str) -> list[str]:
+    """Lowercased, stemmed content words of `text`, stop words removed, in American spelling."""
+    words = [american(w.lower()) for w in _WORD.findall(text)]
+    words = [w for w in words if w not in STOPWORDS]
+    return _stemmer().stemWords(words) if words else []
