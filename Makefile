@@ -51,6 +51,8 @@ test: lint
 smoke-install:
 	bash scripts/smoke_install.sh
 
-# The inner loop: everything but the browser, process and large-collection tests.
+# The inner loop: one subpackage's tests without the browser, process and large-collection ones,
+# e.g. `make test-fast PART=answer` (tests/answer mirrors chatbot/answer); without PART, all of them.
+PART ?=
 test-fast: install
-	$(VENV)/bin/python -m pytest -m "not slow"
+	$(VENV)/bin/python -m pytest -m "not slow" tests/$(PART)

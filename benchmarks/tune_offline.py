@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from chatbot import Chatbot, Settings, offline
+from chatbot import Chatbot, Settings
+from chatbot.answer.models import offline
 from chatbot.answer.models.boundary import AnswerRequest, CondenseRequest
 from chatbot.answer.pipeline import retrieve
 from chatbot.text.terms import terms

@@ -19,7 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from chatbot import Chatbot, Settings, web  # noqa: E402
+from chatbot import Chatbot, Settings  # noqa: E402
+from chatbot.serve.web import app as web  # noqa: E402
 from scripts.screenshots import ARGS, CHROMIUM, free_port  # noqa: E402
 from tests import typeset  # noqa: E402
 

@@ -14,7 +14,8 @@ import socket
 import tempfile
 from pathlib import Path
 
-from chatbot import Chatbot, Settings, web
+from chatbot import Chatbot, Settings
+from chatbot.serve.web import app as web
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"

@@ -71,7 +71,8 @@ def bot(settings):
 def api_url(built_index, tmp_path_factory):
     """`chatbot serve --api-only` over a copy of the built index, offline model, no key: its /v1
     URL, shared by the tests that drive it with other programs' clients."""
-    from chatbot import Chatbot, Settings, api
+    from chatbot import Chatbot, Settings
+    from chatbot.serve.openai_api import routes as api
 
     data = tmp_path_factory.mktemp("api-clients") / "data"
     shutil.copytree(built_index, data)

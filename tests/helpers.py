@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from .conftest import ROOT
+from tests.conftest import ROOT
 
 
 def cli_env(data_dir: Path, **extra: str) -> dict[str, str]:

@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from chatbot import Chatbot, EmptyIndexError, Settings, StoreError, web
+from chatbot import Chatbot, EmptyIndexError, Settings, StoreError
 from chatbot.index.embeddings.minilm import REQUIRED_FILES
+from chatbot.serve.web import app as web
+from tests.conftest import CORPUS, ROOT
+from tests.serve.web.test_web import browser, needs_chromium  # noqa: F401 (browser is a fixture)
 
-from .conftest import CORPUS, ROOT
 from .helpers import free_port, run_cli
-from .test_web import browser, needs_chromium  # noqa: F401 (browser is a fixture)
 
 PROMPTS = ROOT / "prompts"
 QUESTION = "What is generative social choice?"

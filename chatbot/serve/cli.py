@@ -39,7 +39,7 @@ _command: str | None = None
 
 
 def _bot(args: argparse.Namespace):
-    from chatbot.chatbot import Chatbot
+    from chatbot import Chatbot
 
     bot = Chatbot(_settings(args))
     _bots.append(bot)
@@ -57,7 +57,7 @@ def _terminate(signum: int, frame: Any) -> None:
 def cmd_ingest(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     bot = _bot(args)
-    from chatbot.index.records import Fields
+    from chatbot import Fields
 
     report = bot.ingest(
         args.paths or None,
@@ -84,7 +84,7 @@ def _text(value: str, what: str) -> str:
 
 
 def _where(args: argparse.Namespace) -> dict | None:
-    from chatbot.retrieve.filters import parse_where
+    from chatbot import parse_where
 
     return parse_where([_text(c, "--where") for c in args.where] if args.where else None)
 
