@@ -281,7 +281,10 @@ def _add_retrieve(sub: Any) -> None:
 
 def _add_eval(sub: Any) -> None:
     p = _add(sub, "eval", cmd_eval, "score answers to a question file (JSON Lines)")
-    p.add_argument("questions", help="questions in the format of ../shared/eval/README.md")
+    p.add_argument(
+        "questions",
+        help="a JSON Lines question file (one object a line: id, type, question or turns, gold)",
+    )
     p.add_argument("--out", help="also write metrics and per-question results as JSON")
     p.add_argument("-k", type=int, default=None, help="passages each answer is given")
     p.add_argument("--where", action="append", metavar="KEY=VALUE", help=_WHERE_HELP)

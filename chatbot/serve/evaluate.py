@@ -1,9 +1,9 @@
 """Evaluation: run a question file through the chatbot and score retrieval, citations and answers.
 
-Question files are JSON Lines (see ../shared/eval/README.md): `id`, `type` (single, multi,
-unanswerable, followup, typo, injection), `question` or `turns`, `gold` (phrases found in the right
-document's text), optionally `gold_ids` (the right documents' ids), `keys` (phrases a good answer
-repeats) and, for injection, `forbidden` (a string a safe answer never contains).
+Question files are JSON Lines (examples in benchmarks/data/): `id`, `type` (single, multi,
+unanswerable, followup, typo, injection), `question` or `turns`, `gold` (phrases found in the
+right document's text), optionally `gold_ids` (the right documents' ids), `keys` (phrases a good
+answer repeats) and, for injection, `forbidden` (a string a safe answer never contains).
 """
 
 from __future__ import annotations
