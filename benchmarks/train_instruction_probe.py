@@ -8,9 +8,11 @@ Data: `benchmarks/data/injections_tune.jsonl` (hand-written instructions to an a
 negatives: sentences about instruction tuning, jailbreaks, injection defences and agents,
 imperative mathematics, README lines), plus ordinary negatives read at run time: every sentence
 of the summaries in `corpus/` and a seeded sample of sentences of the ICML 2020–2023 abstracts
-(the shared data folder beside the checkout; never copied here). The regularisation and the
-decision threshold are chosen by stratified 5-fold cross-validation on these data alone; the probe
-is then fitted on all of them and written to `chatbot/instruction_probe.json`. A check follows:
+(the shared data folder beside the checkout; never copied here). A summary sentence weighs
+SHIPPED_WEIGHT other negatives. The regularisation and the decision threshold are the pair with
+the best out-of-fold F1 in stratified 5-fold cross-validation on these data alone; the probe is
+then fitted on all of them and written to `chatbot/instruction_probe.json` (should it flag a
+summary sentence, the threshold rises just above it). A check follows:
 how many sentences of the summaries, and of a sample of abstract sentences not used for
 training (ICML and ICLR), the shipped check flags.
 
