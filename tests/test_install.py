@@ -180,6 +180,7 @@ def test_the_wheel_carries_every_subpackage_and_the_web_assets(dist):
     assert not modules - names, f"modules missing from the wheel: {sorted(modules - names)}"
     assets = {f"chatbot/serve/web/assets/{n}" for n in ("style.css", "page.js", "submit.js")}
     assert assets <= names, f"the web UI's style sheet and scripts: {sorted(assets - names)}"
+    assert "chatbot/answer/models/instruction_probe.json" in names, "the offline model's probe"
 
 
 @pytest.mark.slow
