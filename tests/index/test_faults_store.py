@@ -108,7 +108,10 @@ revision = bot.store.revision
 # imports were).
 ready = Path(sys.argv[2])
 (ready / str(os.getpid())).touch()
+deadline = time.monotonic() + 240
 while len(list(ready.iterdir())) < int(sys.argv[4]):
+    if time.monotonic() > deadline:
+        sys.exit("the other processes never became ready")
     time.sleep(0.01)
 failures = []
 for _ in range(int(sys.argv[3])):
