@@ -44,8 +44,9 @@ lint: install
 	$(VENV)/bin/ruff format --check chatbot tests benchmarks scripts
 	$(VENV)/bin/lint-imports
 
+# Two workers, each test file on one of them, so a file's servers and browser start once.
 test: lint
-	$(VENV)/bin/python -m pytest
+	$(VENV)/bin/python -m pytest -n 2 --dist loadfile
 
 # The wheel installed in a fresh virtual environment, run from outside the checkout.
 smoke-install:

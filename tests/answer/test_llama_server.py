@@ -93,7 +93,10 @@ def server(tmp_path_factory) -> Iterator[Server]:
     log = tmp_path_factory.mktemp("llama") / "server.log"
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(_gguf())]
     command += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(N_CTX)]
-    command += ["--n_threads", "2", "--model_alias", "smollm2"]
+    # One thread: the suite runs on two workers over two cores, and llama.cpp's threads wait for
+    # each other at every step, so two of them on cores the other worker also uses made these
+    # tests slower (docs/benchmarks.md, "Test suite time").
+    command += ["--n_threads", "1", "--n_threads_batch", "1", "--model_alias", "smollm2"]
     with log.open("w") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"

@@ -7,7 +7,6 @@ import random
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -95,8 +94,9 @@ def test_info_and_ingest_notice_a_damaged_keyword_index_and_repair_it(data_dir, 
 
 
 # Each process rebuilds and saves the keyword index, then loads what is on disk, many times.
+PROCESSES = 3
 _REBUILDER = """
-import sys, time
+import os, sys, time
 from pathlib import Path
 from chatbot import Chatbot, Settings
 from chatbot.index.bm25 import KeywordIndex
@@ -104,7 +104,15 @@ from chatbot.index.bm25 import KeywordIndex
 bot = Chatbot(Settings.load(env_file=None, data_dir=Path(sys.argv[1])))
 retriever = bot.retriever
 revision = bot.store.revision
-time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
+# Ready: say so, then start once every process is (so the rebuilds overlap however slow the
+# imports were).
+ready = Path(sys.argv[2])
+(ready / str(os.getpid())).touch()
+deadline = time.monotonic() + 240
+while len(list(ready.iterdir())) < int(sys.argv[4]):
+    if time.monotonic() > deadline:
+        sys.exit("the other processes never became ready")
+    time.sleep(0.01)
 failures = []
 for _ in range(int(sys.argv[3])):
     try:
@@ -118,18 +126,19 @@ print("\\n".join(failures))
 
 
 @pytest.mark.slow
-def test_three_processes_rebuilding_the_keyword_index_at_once_never_fail(data_dir):
-    start = time.time() + 6  # every process has imported chromadb by then
+def test_three_processes_rebuilding_the_keyword_index_at_once_never_fail(data_dir, tmp_path):
+    ready = tmp_path / "ready"
+    ready.mkdir()
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", _REBUILDER, str(data_dir), str(start), "150"],
+            [sys.executable, "-c", _REBUILDER, str(data_dir), str(ready), "150", str(PROCESSES)],
             cwd=ROOT,
             env=cli_env(data_dir),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for _ in range(3)
+        for _ in range(PROCESSES)
     ]
     outputs = [p.communicate(timeout=300) for p in procs]
     for proc, (out, err) in zip(procs, outputs):

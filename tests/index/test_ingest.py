@@ -18,7 +18,7 @@ import pytest
 from chatbot import Chatbot, Settings
 from chatbot.index.embeddings.minilm import MiniLMEmbeddings
 from chatbot.index.store import embed_text, to_passage
-from chatbot.index.sync import BATCH
+from chatbot.index.sync import BATCH, FIRST_BATCH
 from tests.conftest import CORPUS, ROOT, SHARED, needs_shared
 from tests.helpers import cli_env, run_cli
 
@@ -141,15 +141,21 @@ def _interrupt_after(proc, data, vectors: int, sig) -> tuple[int, str, list[int]
     return proc.returncode, err, children
 
 
+ABSTRACTS = 500
+
+
 @pytest.mark.slow
 @needs_shared("data", "icml_2020_2023_abstracts.jsonl")
 def test_interrupted_ingest_is_completed_by_the_next_without_duplicates(tmp_path):
     corpus, data = tmp_path / "abstracts", tmp_path / "data"
-    # About 1,100 passages: the second run, too, has enough left to embed in a child process.
-    _abstract_corpus(corpus, 700)
+    # About 770 passages: stopped once its first batch is embedded (at most a further BATCH
+    # cached by then), the second run, too, has enough left to embed in a child process.
+    _abstract_corpus(corpus, ABSTRACTS)
 
-    # Stopped while embedding the second batch (the first is written), then killed in the third.
-    code, err, children = _interrupt_after(_start_ingest(corpus, data), data, BATCH, signal.SIGINT)
+    # Stopped after the first batch, then killed a batch or two later, mid-way.
+    code, err, children = _interrupt_after(
+        _start_ingest(corpus, data), data, FIRST_BATCH, signal.SIGINT
+    )
     assert code == 130, f"Ctrl-C should end with 130, got {code}: {err}"
     assert "interrupted" in err and "Traceback" not in err
     assert children, "an ingest this large embeds in a child process"
@@ -166,13 +172,13 @@ def test_interrupted_ingest_is_completed_by_the_next_without_duplicates(tmp_path
     assert finished.returncode == 0, finished.stderr
     bot = Chatbot(Settings.load(env_file=None, data_dir=data))
     docs = bot.store.documents()
-    assert len(docs) == 700 and all(d.complete for d in docs.values()), "every document whole"
+    assert len(docs) == ABSTRACTS and all(d.complete for d in docs.values()), "every doc whole"
     metas = bot.store.all_passages()[2]
     keys = [(m["doc_id"], m["chunk"]) for m in metas]
     assert len(keys) == len(set(keys)), "no passage is stored twice"
 
     again = run_cli(data, "ingest", str(corpus))
-    assert "0 added, 0 updated, 700 unchanged" in again.stdout
+    assert f"0 added, 0 updated, {ABSTRACTS} unchanged" in again.stdout
 
     # What the child process computed is what this process's model computes.
     got = bot.store.collection.get(limit=5, include=["documents", "metadatas", "embeddings"])
