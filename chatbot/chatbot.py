@@ -140,7 +140,7 @@ class Chatbot:
             )
             self._changed = changed_before or rebuild or report.changed or bool(report.relocated)
             if report.changed or rebuild:
-                self._warm_sentences(progress)
+                self._warm_sentences(report.written, progress)
                 self.retriever.rebuild_keyword_index()
             else:
                 # Loading checks the keyword index: a damaged one is rebuilt now, with a warning.
@@ -149,11 +149,14 @@ class Chatbot:
             self._ready = self.store.count() > 0
         return report
 
-    def _warm_sentences(self, progress: bool | None) -> None:
-        """Embed the sentences of new passages now, so no question waits for them."""
+    def _warm_sentences(self, texts: list[str], progress: bool | None) -> None:
+        """Embed the sentences of the passages just written, so no question waits for them.
+
+        Passages written earlier have theirs in the cache already, or (written by an ingest that
+        was interrupted first) get them the first time a question reads them.
+        """
         from tqdm import tqdm
 
-        _, texts, _ = self.store.all_passages()
         with tqdm(
             desc="sentences", unit=" sentences", disable=None if progress is None else not progress
         ) as bar:

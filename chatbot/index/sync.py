@@ -46,6 +46,8 @@ class IngestReport:
     passages: int = 0  # written to the store
     embedded: int = 0  # of those, computed by the model (the rest came from the cache)
     problems: list[Problem] = field(default_factory=list)
+    # The text of every passage this ingest wrote: their sentences are embedded next.
+    written: list[str] = field(default_factory=list, repr=False)
 
     @property
     def changed(self) -> bool:
@@ -356,6 +358,7 @@ def _store(
     report.embedded += store.cache.computed - computed
     bar.written(len(batch.docs), len(passages))
     report.passages += len(passages)
+    report.written.extend(p.text for p in passages)
     # Old versions go only after the new passages are in: an interrupted ingest leaves
     # both, never neither, and the next run finishes the swap.
     for doc, existed in batch.docs:

@@ -19,6 +19,7 @@ from chatbot import Chatbot, Settings
 from chatbot.index.embeddings.minilm import MiniLMEmbeddings
 from chatbot.index.store import embed_text, to_passage
 from chatbot.index.sync import BATCH, FIRST_BATCH
+from chatbot.text.sentences import split_sentences
 from tests.conftest import CORPUS, ROOT, SHARED, needs_shared
 from tests.helpers import cli_env, run_cli
 
@@ -29,7 +30,7 @@ def test_reingesting_the_unchanged_corpus_embeds_nothing_and_says_so(data_dir):
     assert "0 added, 0 updated, 20 unchanged" in result.stdout
 
 
-def test_edited_file_replaces_its_passages_and_a_removed_file_loses_them(tmp_path):
+def test_edited_file_replaces_its_passages_and_a_removed_file_loses_them(tmp_path, capfd):
     corpus = tmp_path / "corpus"
     shutil.copytree(CORPUS, corpus)
     bot = Chatbot(Settings.load(env_file=None, data_dir=tmp_path / "data", corpus_dir=corpus))
@@ -40,8 +41,13 @@ def test_edited_file_replaces_its_passages_and_a_removed_file_loses_them(tmp_pat
         edited.read_text("utf-8").replace("spectrum licenses", "orbital slot permits"), "utf-8"
     )
     (corpus / "17-long-form-speech.md").unlink()
-    report = bot.ingest()
+    capfd.readouterr()
+    report = bot.ingest(progress=True)
     assert (report.added, report.updated, report.unchanged, report.removed) == (0, 1, 18, 1)
+    # Only the edited document's sentences are embedded again, not the whole corpus's.
+    embedded = re.findall(r"sentences: (\d+) sentences", capfd.readouterr().err)
+    edited_sentences = len({s for p in report.written for s in split_sentences(p)})
+    assert embedded and int(embedded[-1]) == edited_sentences > 0, (embedded, edited_sentences)
 
     texts = bot.store.all_passages()[1]
     assert not any("spectrum licenses" in t for t in texts), "the old version must be gone"
