@@ -195,15 +195,16 @@ class OfflineModel:
         asked = self.vectors([request.standalone], persist=False)[0]
         cosines = vectors @ asked
         steering = addresses_assistant(texts, vectors)
-        weights = self._weights(request, [set(terms(s)) for s in texts])
+        sentence_terms = [set(terms(s)) for s in texts]
+        weights = self._weights(request, sentence_terms)
         total = sum(weights.values()) or 1.0
         meta = [_meta_terms(p) for p in request.passages]
         figure = ask_figure(request.question)
         out = []
-        for (n, i, s), cosine, steers in zip(found, cosines, steering):
+        for (n, i, s), cosine, steers, own in zip(found, cosines, steering, sentence_terms):
             if steers:
                 continue
-            have = set(terms(s)) | meta[n - 1]
+            have = own | meta[n - 1]
             coverage = sum(w for t, w in weights.items() if t in have) / total
             penalty = FORM_PENALTY if figure and not _NUMBER.search(s) else 0.0
             out.append(Candidate(n, i, s, float(cosine) + COVERAGE_WEIGHT * coverage - penalty))
