@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import os
-
-# Gradio reads this when it is imported; analytics would look up outside hosts.
-os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
-
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 

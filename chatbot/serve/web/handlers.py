@@ -6,11 +6,6 @@ conversation and records feedback; what it shows is built by `view.py`.
 
 from __future__ import annotations
 
-import os
-
-# Gradio reads this when it is imported; analytics would look up outside hosts.
-os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
-
 import html
 import logging
 import re
