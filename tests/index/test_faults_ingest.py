@@ -271,11 +271,14 @@ def test_the_bar_moves_within_seconds_for_one_big_file(tmp_path):
 def test_a_big_file_cut_short_is_finished_by_the_next_ingest(tmp_path):
     folder, data = tmp_path / "big", tmp_path / "data"
     folder.mkdir()
-    (folder / "big.txt").write_text(_prose(4 * BLOCK_CHARS), "utf-8")
+    # Two blocks cut into short passages (over 800): more than a batch is still embedding (in a
+    # child process) once the first two are written, yet the whole file embeds in seconds.
+    (folder / "big.txt").write_text(_prose(BLOCK_CHARS * 6 // 5), "utf-8")
+    chunks = {"chunk_tokens": 40, "chunk_overlap": 0}
     proc = subprocess.Popen(
         [sys.executable, "-m", "chatbot", "ingest", str(folder)],
         cwd=ROOT,
-        env=cli_env(data),
+        env=cli_env(data, CHATBOT_CHUNK_TOKENS="40", CHATBOT_CHUNK_OVERLAP="0"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -285,7 +288,7 @@ def test_a_big_file_cut_short_is_finished_by_the_next_ingest(tmp_path):
         time.sleep(0.05)
     proc.kill()
     proc.wait(timeout=30)
-    bot = _bot(data)
+    bot = _bot(data, **chunks)
     written = bot.store.count()
     assert written and not bot.store.documents()["big"].complete, "a part is never whole"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import random
 import shutil
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from chatbot import Chatbot, Settings
 from chatbot.index.bm25 import KeywordIndex
 from tests.conftest import ROOT
 from tests.helpers import cli_env, run_cli
@@ -60,19 +62,22 @@ def test_the_damage_tests_cover_every_file_of_the_keyword_index(built_index):
     assert names == set(BM25_FILES), "a file of the keyword index has no damage test"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("kind", DAMAGE)
 @pytest.mark.parametrize("name", BM25_FILES)
-def test_a_damaged_keyword_index_is_rebuilt_from_the_store_with_one_warning(data_dir, name, kind):
+def test_a_damaged_keyword_index_is_rebuilt_from_the_store_with_one_warning(
+    data_dir, name, kind, caplog
+):
     DAMAGE[kind](_bm25_file(data_dir, name))
 
-    result = run_cli(data_dir, "ask", QUESTION, "--json")
+    bot = Chatbot(Settings.load(env_file=None, data_dir=data_dir))
+    with caplog.at_level(logging.WARNING):
+        answer = bot.ask(QUESTION)
 
-    assert SOURCE in _cited(result), "the answer should cite the auction summary"
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, f"expected one warning line, got: {result.stderr}"
-    assert "keyword index" in lines[0] and "rebuilding it from the store" in lines[0], lines[0]
-    assert str(_keyword_folder(data_dir)) in lines[0], "the warning names the folder"
+    assert SOURCE in [c.doc_id for c in answer.citations], "the answer cites the auction summary"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, f"expected one warning, got: {warnings}"
+    assert "keyword index" in warnings[0] and "rebuilding it from the store" in warnings[0]
+    assert str(_keyword_folder(data_dir)) in warnings[0], "the warning names the folder"
     meta = json.loads((_keyword_folder(data_dir) / "ids.json").read_text())
     repaired = KeywordIndex.load(_keyword_folder(data_dir), meta["revision"])
     assert repaired is not None, "the rebuilt index is saved, so the next process loads it"
@@ -80,8 +85,8 @@ def test_a_damaged_keyword_index_is_rebuilt_from_the_store_with_one_warning(data
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command", [["info"], ["ingest", "--quiet"]])
-def test_info_and_ingest_notice_a_damaged_keyword_index_and_repair_it(data_dir, command):
+@pytest.mark.parametrize("command", [["ask", QUESTION, "--json"], ["info"], ["ingest", "--quiet"]])
+def test_the_commands_notice_a_damaged_keyword_index_in_one_line_and_repair_it(data_dir, command):
     _truncate(_bm25_file(data_dir, "vocab.index.json"))
 
     result = run_cli(data_dir, *command)
@@ -89,6 +94,9 @@ def test_info_and_ingest_notice_a_damaged_keyword_index_and_repair_it(data_dir, 
     assert result.returncode == 0, result.stderr
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and "keyword index" in lines[0], f"one warning: {result.stderr}"
+    assert str(_keyword_folder(data_dir)) in lines[0], "the warning names the folder"
+    if command[0] == "ask":
+        assert SOURCE in _cited(result), "the answer should cite the auction summary"
     meta = json.loads((_keyword_folder(data_dir) / "ids.json").read_text())
     assert KeywordIndex.load(_keyword_folder(data_dir), meta["revision"]) is not None
 
@@ -98,6 +106,7 @@ PROCESSES = 3
 _REBUILDER = """
 import os, sys, time
 from pathlib import Path
+from chatbot import Chatbot, Settings
 from chatbot import Chatbot, Settings
 from chatbot.index.bm25 import KeywordIndex
 

@@ -79,14 +79,16 @@ def test_bad_files_are_named_the_rest_is_ingested_and_the_exit_code_is_nonzero(t
     assert "20 added" in result.stdout, "the good files are still ingested"
 
 
-def _abstract_corpus(folder, n: int) -> None:
+def _abstract_corpus(folder, n: int, words: int | None = None) -> None:
+    """`n` ICML abstracts as Markdown files; with `words`, only each abstract's opening words."""
     folder.mkdir()
     source = SHARED / "data" / "icml_2020_2023_abstracts.jsonl"
     with source.open(encoding="utf-8") as lines:
         for i, line in zip(range(n), lines, strict=False):
             rec = json.loads(line)
             head = f"---\nid: {rec['id']}\ntitle: {json.dumps(rec['title'])}\n---\n"
-            body = head + rec["abstract"]
+            text = rec["abstract"] if words is None else " ".join(rec["abstract"].split()[:words])
+            body = head + text
             (folder / f"{i:04d}.md").write_text(body, "utf-8")
 
 
@@ -147,16 +149,17 @@ def _interrupt_after(proc, data, vectors: int, sig) -> tuple[int, str, list[int]
     return proc.returncode, err, children
 
 
-ABSTRACTS = 500
+# One passage each (the opening 40 words of an abstract), so a batch embeds in about 3 s.
+ABSTRACTS, WORDS = 900, 40
 
 
 @pytest.mark.slow
 @needs_shared("data", "icml_2020_2023_abstracts.jsonl")
 def test_interrupted_ingest_is_completed_by_the_next_without_duplicates(tmp_path):
     corpus, data = tmp_path / "abstracts", tmp_path / "data"
-    # About 770 passages: stopped once its first batch is embedded (at most a further BATCH
-    # cached by then), the second run, too, has enough left to embed in a child process.
-    _abstract_corpus(corpus, ABSTRACTS)
+    # Stopped once its first batch is embedded (at most a further BATCH cached by then), the
+    # second run, too, has more than 2 * BATCH passages left and embeds in a child process.
+    _abstract_corpus(corpus, ABSTRACTS, WORDS)
 
     # Stopped after the first batch, then killed a batch or two later, mid-way.
     code, err, children = _interrupt_after(
