@@ -133,18 +133,22 @@ def _wire_chat(ui: Handlers, tab: ChatTab, turns: gr.State, limit: int) -> None:
     page_submit["js"] = submit_js(limit)
     taken = [asked, tab.send, tab.stop, tab.box]
     outputs = [tab.chat, tab.sources, turns, tab.download, tab.send, tab.stop]
-    now = {**PRIVATE, "show_progress": "hidden"}
+    # Gradio skips a step ("once") while the same step of an earlier submit is still on its way:
+    # a question sent right after an empty Enter would show in the chat and never be answered.
+    # Every step runs ("multiple"); the server's claim allows one answer per page at a time.
+    steps = {**PRIVATE, "trigger_mode": "multiple"}
+    now = {**steps, "show_progress": "hidden"}
     tab.box.submit(**page_submit).then(ui.take, asked, taken, **now).then(
-        ui.respond, [asked, turns], outputs, **PRIVATE
+        ui.respond, [asked, turns], outputs, **steps
     )
     tab.send.click(**page_submit).then(ui.take, asked, taken, **now).then(
-        ui.respond, [asked, turns], outputs, **PRIVATE
+        ui.respond, [asked, turns], outputs, **steps
     )
     tab.examples.click(ui.example, tab.examples, tab.box, **now).then(**page_submit).then(
         ui.take, asked, taken, **now
-    ).then(ui.respond, [asked, turns], outputs, **PRIVATE)
+    ).then(ui.respond, [asked, turns], outputs, **steps)
     tab.chat.retry(ui.retry, turns, [turns, asked, tab.send, tab.stop], **now).then(
-        ui.respond, [asked, turns], outputs, **PRIVATE
+        ui.respond, [asked, turns], outputs, **steps
     )
     tab.stop.click(ui.stop, None, None, **now)
     # The counter runs in the browser: no request per keystroke.

@@ -457,6 +457,29 @@ def test_empty_input_does_nothing_and_clear_empties_the_chat(page, server):
 
 
 @needs_chromium
+def test_a_question_sent_while_an_empty_enter_is_on_its_way_is_answered(page, server):
+    open_app(page, server)
+    held: list = []
+
+    def hold_first(route) -> None:
+        if held:
+            route.continue_()
+        else:
+            held.append(route)
+
+    page.route("**/gradio_api/queue/join*", hold_first)
+    page.locator("#question textarea").press("Enter")
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while not held:
+        assert time.monotonic() < deadline, "the empty Enter never reached the server"
+        page.wait_for_timeout(50)
+
+    ask(page, QUESTION)
+    held[0].continue_()
+    assert len(bot_texts(page)) == 1 and "[1]" in bot_texts(page)[0], bot_texts(page)
+
+
+@needs_chromium
 def test_the_chat_has_one_clear_control(page, server):
     open_app(page, server)
     ask(page, QUESTION)
