@@ -33,7 +33,8 @@ from benchmarks.common import emit  # noqa: E402
 from chatbot.values import Citation  # noqa: E402
 from tests.typeset import compile_latex, load_abstracts, proceedings_source, words  # noqa: E402
 
-ABSTRACTS = Path("/work/shared/data/icml_2020_2023_abstracts.jsonl")
+# The shared data folder beside the checkout (never copied in).
+ABSTRACTS = ROOT.parent / "shared" / "data" / "icml_2020_2023_abstracts.jsonl"
 PER_DOC = 30  # 10 pages of 3 abstracts
 
 
