@@ -4,6 +4,7 @@ spelling; and what a question's words say about it (English or not, asking for a
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from functools import lru_cache
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*|\d+(?:\.\d+)?")
@@ -89,3 +90,53 @@ def terms(text: str) -> list[str]:
     words = [american(w.lower()) for w in _WORD.findall(text)]
     words = [w for w in words if w not in STOPWORDS]
     return _stemmer().stemWords(words) if words else []
+
+
+# Words this short have too many real words one slip away to be respelled safely.
+MIN_RESPELL = 5
+_LETTERS = re.compile(r"[A-Za-z]+")
+
+
+def one_slip(a: str, b: str) -> bool:
+    """Whether `b` is `a` with one letter added, dropped, changed, or two neighbours swapped."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+        if len(diff) == 1:
+            return True
+        i, j = diff[0], diff[-1]
+        return len(diff) == 2 and j == i + 1 and a[i] == b[j] and a[j] == b[i]
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    i = 0
+    while i < len(short) and short[i] == long[i]:
+        i += 1
+    return short[i:] == long[i + 1 :]
+
+
+def respell(text: str, words: dict[str, int], real: Collection[str] = ()) -> str:
+    """`text` with each word that `words` lacks replaced by the commonest word of `words` one
+    typing slip away ("transprt" -> "transport"), when there is one; other words unchanged.
+
+    `words` maps lowercase words to how often they occur (the text being answered from). A word
+    in `real` (a vocabulary of real words), a stop word, or a form of a word of `words` (same
+    stem: "agents" beside "agent") is never respelled.
+    """
+
+    def unknown(word: str) -> bool:
+        low = word.lower()
+        return len(low) >= MIN_RESPELL and not (low in words or low in real or low in STOPWORDS)
+
+    if not any(unknown(w) for w in _LETTERS.findall(text)):
+        return text
+    stems = set(_stemmer().stemWords(list(words)))
+
+    def fix(match: re.Match[str]) -> str:
+        word = match.group(0)
+        low = word.lower()
+        if not unknown(word) or _stemmer().stemWord(american(low)) in stems:
+            return word
+        near = [w for w in words if one_slip(low, w)]
+        return max(near, key=lambda w: (words[w], w)) if near else word
+
+    return _LETTERS.sub(fix, text)

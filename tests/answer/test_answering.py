@@ -74,6 +74,14 @@ def test_a_follow_up_is_answered_about_the_earlier_topic(bot):
     assert "generative-social-choice" in [c.doc_id for c in answer.citations], answer.text
 
 
+def test_a_question_with_typing_slips_is_answered_like_its_spelled_form(bot):
+    asked = "besides {} cells what does optimal {} help {} models do"
+    spelled = bot.ask(asked.format("aligning", "transport", "generative"))
+    slipped = bot.ask(asked.format("alinging", "transprt", "generativ"))
+    assert not slipped.abstained, slipped.text
+    assert {c.doc_id for c in slipped.citations} & {c.doc_id for c in spelled.citations}
+
+
 def test_the_offline_model_says_it_reads_english_only(bot):
     answer = bot.ask("¿Qué es la elección social generativa y para qué sirve?")
     assert answer.abstained and answer.text == READS_ENGLISH and answer.citations == []

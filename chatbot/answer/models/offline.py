@@ -8,7 +8,9 @@ One score decides which sentences answer a question and whether any does:
 more) found in the sentence or in its document's title, authors, venue and year, and "wrong form"
 marks a sentence without a figure when the question asks for one. The best sentences, within
 KEEP_RATIO of the best, are quoted verbatim; below MIN_SCORE, or when the question names
-something (a name, a figure) that no passage holds, the model abstains.
+something (a name, a figure) that no passage holds, the model abstains. A question word no
+passage holds that is one slip of the keyboard from a passage word, and no real word itself, is
+read as that word (`terms.respell`).
 
 Text that speaks to the assistant is never quoted: a sentence carrying chat-template tokens or a
 role tag (exact markers), or one that a linear probe over its MiniLM vector reads as addressed to
@@ -26,7 +28,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 
@@ -34,9 +36,10 @@ import numpy as np
 
 from chatbot.answer.models.boundary import AnswerRequest, Condensed, CondenseRequest, Reply
 from chatbot.answer.prompts import NO_ANSWER
+from chatbot.index.embeddings.minilm import vocabulary_words
 from chatbot.index.embeddings.sentence_vectors import DEFAULT, SentenceVectors
 from chatbot.text.sentences import split_sentences
-from chatbot.text.terms import reads_as_english, terms
+from chatbot.text.terms import reads_as_english, respell, terms
 from chatbot.values import Passage
 from chatbot.verify.support import figures
 
@@ -191,6 +194,15 @@ class OfflineModel:
         if not found:
             return []
         texts = [s for _, _, s in found]
+        # A slip of the keyboard is read as the passages' word it is one slip from.
+        said = " ".join(f"{p.title} {p.text}" for p in request.passages).lower()
+        words = Counter(re.findall(r"[a-z]+", said))
+        real = vocabulary_words()
+        request = replace(
+            request,
+            question=respell(request.question, words, real),
+            standalone=respell(request.standalone, words, real),
+        )
         vectors = self.vectors(texts)
         asked = self.vectors([request.standalone], persist=False)[0]
         cosines = vectors @ asked

@@ -11,6 +11,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -160,6 +161,15 @@ def _read_config(model_dir: Path) -> tuple[dict, int]:
             f"pooling; only that architecture ({MODEL_NAME}) is implemented."
         )
     return config, int(st_config["max_seq_length"])
+
+
+@cache
+def vocabulary_words(model_dir: Path | None = None) -> frozenset[str]:
+    """The whole words of the model's word-piece vocabulary (about 20,000 common English words),
+    lowercase: a word among them is a real word, never a slip of the keyboard."""
+    path = (default_model_dir() if model_dir is None else Path(model_dir)) / "tokenizer.json"
+    vocab = json.loads(path.read_text("utf-8"))["model"]["vocab"]
+    return frozenset(w for w in vocab if w.isalpha() and w.isascii())
 
 
 def _load_tokenizer(path: Path, max_seq_length: int) -> Tokenizer:
