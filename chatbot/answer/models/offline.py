@@ -143,6 +143,18 @@ def _meta_terms(p: Passage) -> set[str]:
     return set(terms(f"{p.title} {about}"))
 
 
+def _respelled(request: AnswerRequest) -> AnswerRequest:
+    """The request with each slip of the keyboard read as the passages' word it is one slip from."""
+    text = " ".join(f"{p.title} {p.text}" for p in request.passages).lower()
+    words = Counter(re.findall(r"[a-z]+", text))
+    real = vocabulary_words()
+    return replace(
+        request,
+        question=respell(request.question, words, real),
+        standalone=respell(request.standalone, words, real),
+    )
+
+
 def _plain(text: str) -> str:
     return " ".join(re.findall(r"\w+", text.lower()))
 
@@ -194,15 +206,7 @@ class OfflineModel:
         if not found:
             return []
         texts = [s for _, _, s in found]
-        # A slip of the keyboard is read as the passages' word it is one slip from.
-        said = " ".join(f"{p.title} {p.text}" for p in request.passages).lower()
-        words = Counter(re.findall(r"[a-z]+", said))
-        real = vocabulary_words()
-        request = replace(
-            request,
-            question=respell(request.question, words, real),
-            standalone=respell(request.standalone, words, real),
-        )
+        request = _respelled(request)
         vectors = self.vectors(texts)
         asked = self.vectors([request.standalone], persist=False)[0]
         cosines = vectors @ asked
