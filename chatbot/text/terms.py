@@ -129,7 +129,7 @@ def respell(text: str, words: dict[str, int], real: Collection[str] = ()) -> str
 
     if not any(unknown(w) for w in _LETTERS.findall(text)):
         return text
-    stems = set(_stemmer().stemWords(list(words)))
+    stems = set(_stemmer().stemWords([american(w) for w in words]))
 
     def fix(match: re.Match[str]) -> str:
         word = match.group(0)

@@ -148,11 +148,11 @@ def _respelled(request: AnswerRequest) -> AnswerRequest:
     text = " ".join(f"{p.title} {p.text}" for p in request.passages).lower()
     words = Counter(re.findall(r"[a-z]+", text))
     real = vocabulary_words()
-    return replace(
-        request,
-        question=respell(request.question, words, real),
-        standalone=respell(request.standalone, words, real),
-    )
+    question = respell(request.question, words, real)
+    # A first question is its own standalone question: respelled once.
+    if request.standalone == request.question:
+        return replace(request, question=question, standalone=question)
+    return replace(request, question=question, standalone=respell(request.standalone, words, real))
 
 
 def _plain(text: str) -> str:
