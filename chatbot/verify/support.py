@@ -100,9 +100,18 @@ def figures(text: str) -> set[str]:
 
 
 def proper_names(text: str) -> set[str]:
-    """Capitalised words and acronyms that do not open a sentence, lowercased."""
+    """Capitalised words and acronyms that do not open a sentence, lowercased, without the
+    plain words hyphenated to them ("CTF-style" is "ctf") and a plural acronym as its singular
+    ("LLMs" is "llm")."""
     text = text.strip()
-    return {m.group(0).lower() for m in _NAME.finditer(text) if m.start() > 0}
+    found = set()
+    for m in _NAME.finditer(text):
+        if m.start() == 0:
+            continue
+        kept = [p for p in m.group(0).split("-") if not (p.isalpha() and p.islower())]
+        name = "-".join(kept) or m.group(0)
+        found.add(name[:-1] if re.fullmatch(r"[A-Z]{2,}s", name) else name)
+    return {n.lower() for n in found}
 
 
 def _bare(text: str) -> str:

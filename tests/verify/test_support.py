@@ -80,6 +80,17 @@ def test_figures_match_however_they_are_written(bot):
         assert not bot.check_claim(claim, passage).supported, claim
 
 
+def test_names_match_in_the_plural_and_with_a_word_hyphenated_to_them(bot):
+    passage = "In the suite, an LLM solved every CTF puzzle. It found GPT-4o the strongest model."
+    claim = "In the suite, LLMs solved every CTF-style puzzle."
+    assert bot.check_claim(claim, passage).supported, claim
+    for claim in (
+        "In the suite, LLMs solved every Gemini-style puzzle.",
+        "It found GPT-4V the strongest model.",
+    ):
+        assert not bot.check_claim(claim, passage).supported, claim
+
+
 # -- every answer is checked ---------------------------------------------------------------------
 
 
