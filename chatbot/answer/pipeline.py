@@ -26,6 +26,7 @@ from chatbot.answer.models.boundary import (
 )
 from chatbot.answer.prompts import NO_ANSWER
 from chatbot.errors import ModelError, QuestionError
+from chatbot.index.embeddings.minilm import vocabulary_words
 from chatbot.retrieve.filters import check_k, check_where
 from chatbot.settings import Settings
 from chatbot.text.terms import asks_for_list, reads_as_english
@@ -220,7 +221,7 @@ def answer_stream(
     found = retrieve(parts.retriever, standalone, k, where, parts.settings.top_k)
     clock.lap("retrieve")
     finish = partial(to_answer, question, standalone, clock=clock, narrowed=found.narrowed)
-    if not found.relevant and reads_as_english(standalone):
+    if not found.relevant and reads_as_english(standalone, vocabulary_words()):
         # Nothing retrieved is even related: say so without asking the model to invent something.
         # The floor is an English one: a question in another language goes to the model, which
         # answers in that language or says what it cannot read.

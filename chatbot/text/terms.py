@@ -31,13 +31,33 @@ _LISTING = re.compile(
 )
 
 
-def reads_as_english(question: str) -> bool:
-    """Whether a question of three or more words uses English function words, as English does."""
+def reads_as_english(question: str, real: Collection[str] = ()) -> bool:
+    """Whether a question reads as English.
+
+    Not when most of its letters are outside the Latin alphabet ("多少居民", "Что такое"). A
+    question of three or more words is English when it uses an English function word; without
+    one, when no word has an accent and most of its words (or their stems) are words of `real`
+    (an English vocabulary), as in a query of keywords ("deep ensembles versus large models").
+    """
+    letters = [c for c in question if c.isalpha()]
+    if sum(not c.isascii() for c in letters) * 2 > len(letters):
+        return False
     words = re.findall(r"[^\W\d_]+", question.lower())
-    latin = [w for w in words if w.isascii()]
     if len(words) < 3:
         return True
-    return len(latin) >= len(words) / 2 and any(w in STOPWORDS for w in latin)
+    # "s" and "t" are in the stop list for "don't" and "it's", and say nothing of the language.
+    if any(w in STOPWORDS and len(w) > 1 for w in words):
+        return True
+    if not all(w.isascii() for w in words):
+        return False
+    known = _stems(frozenset(real))
+    stems = _stemmer().stemWords(words)
+    return sum(w in real or s in known for w, s in zip(words, stems, strict=True)) * 2 > len(words)
+
+
+@lru_cache(maxsize=2)
+def _stems(words: frozenset[str]) -> frozenset[str]:
+    return frozenset(_stemmer().stemWords(list(words)))
 
 
 def asks_for_list(question: str) -> bool:
@@ -67,7 +87,7 @@ _AMERICAN = {"our": "or", "ise": "iz", "yse": "yz", "tre": "ter", "ll": "", "ce"
 _ISE_ENDINGS = ("e", "ed", "es", "ing", "er", "ers", "ation", "ations")
 
 
-# Short forms read as the word they shorten: "olympiad math" is about mathematics.
+# Short forms read as the word they shorten: "math" is "mathematics".
 _SHORT = {"math": "mathematics", "maths": "mathematics", "stats": "statistics"}
 
 

@@ -82,9 +82,23 @@ def test_a_question_with_typing_slips_is_answered_like_its_spelled_form(bot):
     assert {c.doc_id for c in slipped.citations} & {c.doc_id for c in spelled.citations}
 
 
-def test_the_offline_model_says_it_reads_english_only(bot):
-    answer = bot.ask("¿Qué es la elección social generativa y para qué sirve?")
+OTHER_LANGUAGES = [
+    "¿Qué es la elección social generativa y para qué sirve?",
+    "Comment la sélection de déclarations fonctionne-t-elle ?",
+    "市政厅的例子中有多少居民？",
+]
+
+
+@pytest.mark.parametrize("question", OTHER_LANGUAGES)
+def test_the_offline_model_says_it_reads_english_only(bot, question):
+    answer = bot.ask(question)
     assert answer.abstained and answer.text == READS_ENGLISH and answer.citations == []
+
+
+def test_a_query_of_keywords_is_read_as_english_and_answered(bot):
+    answer = bot.ask("generative social choice town hall residents")
+    assert not answer.abstained, answer.text
+    assert "generative-social-choice" in {c.doc_id for c in answer.citations}
 
 
 def heron_bot(tmp_path, text: str) -> Chatbot:
@@ -188,11 +202,12 @@ def test_a_real_model_is_asked_whenever_a_passage_is_plausibly_related(fake, bui
     assert len(fake.requests) == 1 and answer.abstained, "nothing related: the model is spared"
 
 
-def test_a_question_in_another_language_reaches_a_real_model(fake, built_index):  # noqa: F811
+@pytest.mark.parametrize("question", ["¿Qué es la elección social generativa?", "市政厅有多少居民？"])
+def test_a_question_in_another_language_reaches_a_real_model(fake, built_index, question):  # noqa: F811
     fake.script.append({"content": "La elección social generativa combina LLMs y votación [1]."})
-    answer = Chatbot(real(built_index, fake.url)).ask("¿Qué es la elección social generativa?")
+    answer = Chatbot(real(built_index, fake.url)).ask(question)
     assert len(fake.requests) == 1, "the English relevance floor does not stop it"
-    assert "¿Qué es la elección social generativa?" in fake.bodies[0]["messages"][-1]["content"]
+    assert question in fake.bodies[0]["messages"][-1]["content"]
     assert not answer.abstained and answer.citations
 
 

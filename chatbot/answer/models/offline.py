@@ -180,7 +180,7 @@ class OfflineModel:
 
     def reply_text(self, request: AnswerRequest) -> tuple[str, bool]:
         """The answer's text and whether it abstains."""
-        if not reads_as_english(request.question):
+        if not reads_as_english(request.question, vocabulary_words()):
             return READS_ENGLISH, True
         passages = request.passages
         if not passages or missing_names(request.question, passages):
