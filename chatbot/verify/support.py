@@ -48,8 +48,12 @@ _NUMBER_WORDS = {
     "million": 10**6, "billion": 10**9, "trillion": 10**12,
 }  # fmt: skip
 # "8 billion", "7B", "1.5M": a figure in digits times a scale.
-_SCALES = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
-_SCALED = re.compile(r"(\d+(?:[.,]\d+)*)\s*(hundred|thousand|million|billion|trillion|[KMBT]\b)")
+_SCALES = {"K": 10**3, "k": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+_SCALED = re.compile(
+    r"(\d+(?:[.,]\d+)*)\s*(hundred|thousand|million|billion|trillion|[KMBT]\b|k\b)"
+)
+# Groups of three digits after a space, a no-break or a thin space: "10 000".
+_GROUPED = re.compile(r"(?<![\d.,])(\d{1,3})((?:[ \u00a0\u202f\u2009]\d{3})+)(?![\d.,]?\d)")
 _NAME = re.compile(
     r"(?<![.!?:]\s)\b(?:[A-Z][a-z]*[A-Z0-9][\w-]*|[A-Z]{2,}[\w-]*|[A-Z]\w*-[\w-]+|[A-Z][a-z]+)"
 )
@@ -73,18 +77,26 @@ class Evidence:
     unsupported: tuple[Unsupported, ...] = ()
 
 
-def figures(text: str) -> set[str]:
-    """The numbers `text` gives, in digits or words, as plain numbers: "10,000" and "ten
-    thousand" are both "10000", "a hundred" is "100"; "thousands" (no count) is "1000s"."""
-    found = {m.group(0).replace(",", "") for m in _FIGURE.finditer(text)}
-    for count, scale in _SCALED.findall(text):
+def figures(text: str, *, claim: bool = False) -> set[str]:
+    """The numbers `text` gives, in digits or words, as plain numbers: "10,000", "10 000", "10k"
+    and "ten thousand" are all "10000", "a hundred" is "100"; "thousands" (no count) is "1000s".
+
+    A passage's figures are every reading of them: "12 345" is 12345, 12 and 345; "1B to 8B" is
+    1000000000, 8000000000 and the 1 of "1 to 8 billion". A `claim`'s are the one it means:
+    "10 000" is 10000, "10k" 10000 and no "10" a passage must give.
+    """
+    grouped = _GROUPED.sub(lambda m: m.group(1) + re.sub(r"\D", "", m.group(2)), text)
+    found = set()
+    for count, scale in _SCALED.findall(grouped):
         value = float(count.replace(",", "")) * _NUMBER_WORDS.get(
             scale.lower(), _SCALES.get(scale, 1)
         )
         found.add(str(int(value)) if value.is_integer() else str(value))
+    readings = [_SCALED.sub(" ", grouped)] if claim else [text, grouped]
+    found.update(m.group(0).replace(",", "") for r in readings for m in _FIGURE.finditer(r))
+    text = _SCALED.sub(" ", text)  # scales read with their digits are not read again as words
     value, plural = 0, False
-    # Scales already read with their digits ("8 billion") are not read again as words.
-    for word in [*re.findall(r"[a-z]+", _SCALED.sub(" ", text).lower()), ""]:
+    for word in [*re.findall(r"[a-z]+", text.lower()), ""]:
         unit = _NUMBER_WORDS.get(word.removesuffix("s") if word.endswith("s") else word)
         if unit is None:
             if value:
@@ -140,7 +152,7 @@ def backing(
     coverage = len(wanted & set(terms(f"{context} {close}"))) / len(wanted) if wanted else 1.0
     score = SIMILARITY_WEIGHT * float(cosines[best]) + (1 - SIMILARITY_WEIGHT) * coverage
     known = f"{context} {passage}"
-    vetoed = bool(figures(claim) - figures(known.replace(",", ""))) or any(
+    vetoed = bool(figures(claim, claim=True) - figures(known.replace(",", ""))) or any(
         n not in known.lower() for n in proper_names(claim)
     )
     if vetoed:
@@ -191,7 +203,10 @@ def evidence(
     unsupported = []
     for (sentence, start, ns, backs), judged in zip(rows, verdicts):
         if not ns:
-            if len(terms(sentence)) >= 2 or not cited(text):
+            # A short connective ("In short:") says nothing; a short one giving a figure or a
+            # name ("It was 1850.") does.
+            said = len(terms(sentence)) >= 2 or figures(sentence) or proper_names(sentence)
+            if said or not cited(text):
                 unsupported.append(
                     Unsupported(sentence, start, start + len(sentence), "uncited", (), 0.0)
                 )

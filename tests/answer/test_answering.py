@@ -202,7 +202,10 @@ def test_a_real_model_is_asked_whenever_a_passage_is_plausibly_related(fake, bui
     assert len(fake.requests) == 1 and answer.abstained, "nothing related: the model is spared"
 
 
-@pytest.mark.parametrize("question", ["¿Qué es la elección social generativa?", "市政厅有多少居民？"])
+ASKED_ELSEWHERE = ["¿Qué es la elección social generativa?", "市政厅有多少居民？"]
+
+
+@pytest.mark.parametrize("question", ASKED_ELSEWHERE)
 def test_a_question_in_another_language_reaches_a_real_model(fake, built_index, question):  # noqa: F811
     fake.script.append({"content": "La elección social generativa combina LLMs y votación [1]."})
     answer = Chatbot(real(built_index, fake.url)).ask(question)

@@ -69,14 +69,23 @@ def test_a_changed_claim_is_not_supported(bot, kind, name, claim):
 
 
 def test_figures_match_however_they_are_written(bot):
-    passage = "Accuracy rose by 20% on the benchmark. The model has 7B parameters."
+    passage = (
+        "Accuracy rose by 20% on the benchmark. The model has 7B parameters. "
+        "The benchmark holds 10,000 questions."
+    )
     for claim in (
         "Accuracy rose by twenty percent on the benchmark.",
         "Accuracy rose by 20 percent on the benchmark.",
         "The model has 7 billion parameters.",
+        "The benchmark holds 10k questions.",
+        "The benchmark holds 10\u202f000 questions.",
     ):
         assert bot.check_claim(claim, passage).supported, claim
-    for claim in ("Accuracy rose by 30% on the benchmark.", "The model has 70B parameters."):
+    for claim in (
+        "Accuracy rose by 30% on the benchmark.",
+        "The model has 70B parameters.",
+        "The benchmark holds 100k questions.",
+    ):
         assert not bot.check_claim(claim, passage).supported, claim
 
 
@@ -193,6 +202,15 @@ def test_a_short_sentence_with_a_made_up_figure_is_flagged(fake, built_index):  
     )
     flagged = [u.sentence for u in answer.unsupported]
     assert flagged == ["It was invented in 1850 [1]."], answer.unsupported
+
+
+def test_a_short_uncited_sentence_giving_a_figure_is_flagged_a_connective_is_not(fake, built_index):  # noqa: F811
+    answer = ask_model(
+        fake,
+        built_index,
+        lambda n: f"In short: it is impossible to let everyone speak [{n}]. In 1850.",
+    )
+    assert [(u.sentence, u.reason) for u in answer.unsupported] == [("In 1850.", "uncited")]
 
 
 def test_the_quote_shown_for_a_citation_is_the_evidence_the_verdict_used(fake, built_index):  # noqa: F811
