@@ -74,6 +74,9 @@ class Citation:
     # offsets in `text`, in order. Empty when no sentence of the passage matches the answer.
     quote: str = ""
     spans: tuple[tuple[int, int], ...] = ()
+    # Which of `spans` back which sentence of the answer: for each sentence citing this passage,
+    # where it starts in `Answer.text` and the indices in `spans` of the sentence(s) backing it.
+    backing: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
     @property
     def url(self) -> str | None:
@@ -125,6 +128,7 @@ class Citation:
             "venue": self.metadata.get("venue"),
             "quote": self.quote,
             "spans": [list(span) for span in self.spans],
+            "backing": [[start, list(picked)] for start, picked in self.backing],
         }
 
 

@@ -43,12 +43,14 @@ def cite(
     passages: Sequence[Passage],
     numbers: dict[int, int] | None,
     spans: dict[int, tuple[tuple[int, int], ...]],
+    backing: dict[int, tuple[tuple[int, tuple[tuple[int, int], ...]], ...]] | None = None,
 ) -> list[Citation]:
     """The passages `text` cites, by answer number, each with the sentence(s) supporting it.
 
     `numbers` maps the prompt's passage numbers (from 1) to the numbers used in `text`; without
     it `text` uses the prompt's numbers. `spans` are, per answer number, the passage spans the
-    evidence step found backing the sentences that cite it (`support.evidence`).
+    evidence step found backing the sentences that cite it, and `backing` which of them back
+    which sentence (`support.Evidence`).
     """
     used = set(cited(text))
     if numbers is None:
@@ -60,7 +62,12 @@ def cite(
         p = passages[prompt_n - 1]
         found = spans.get(n, ())
         quote = " ".join(p.text[a:b] for a, b in found)
-        out.append(Citation(n, p.doc_id, p.title, p.text, p.score, dict(p.metadata), quote, found))
+        picks = tuple(
+            (start, tuple(found.index(s) for s in backs))
+            for start, backs in (backing or {}).get(n, ())
+        )
+        meta = dict(p.metadata)
+        out.append(Citation(n, p.doc_id, p.title, p.text, p.score, meta, quote, found, picks))
     return sorted(out, key=lambda c: c.n)
 
 

@@ -304,7 +304,7 @@ def to_answer(
     return Answer(
         question,
         text,
-        citations.cite(text, passages, numbers, found.spans),
+        citations.cite(text, passages, numbers, found.spans, found.backing),
         False,
         standalone,
         passages,

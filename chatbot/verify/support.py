@@ -71,10 +71,15 @@ class Backing:
 
 @dataclass(frozen=True)
 class Evidence:
-    """Per answer number, the spans quoted as its support; and the sentences nothing backs."""
+    """Per answer number, the spans quoted as its support; and the sentences nothing backs.
+
+    `backing` says, per answer number, which of those spans back which sentence: each sentence
+    citing it (by its start in the answer) with the spans found for it.
+    """
 
     spans: dict[int, tuple[Span, ...]] = field(default_factory=dict)
     unsupported: tuple[Unsupported, ...] = ()
+    backing: dict[int, tuple[tuple[int, tuple[Span, ...]], ...]] = field(default_factory=dict)
 
 
 def figures(text: str, *, claim: bool = False) -> set[str]:
@@ -186,6 +191,7 @@ def evidence(
         numbers = {n: n for n in range(1, len(passages) + 1)}
     by_answer = {a: passages[p - 1] for p, a in numbers.items() if 1 <= p <= len(passages)}
     spans: dict[int, set[Span]] = {}
+    by_sentence: dict[int, list[tuple[int, tuple[Span, ...]]]] = {}
     rows: list[tuple[str, int, list[int], list[Backing]]] = []
     pos = 0
     for sentence in answer_sentences(text):
@@ -198,6 +204,7 @@ def evidence(
         ]
         for n, b in zip(ns, backs):
             spans.setdefault(n, set()).update(b.spans)
+            by_sentence.setdefault(n, []).append((start, b.spans))
         rows.append((sentence, start, ns, backs))
     verdicts = _judged(judge, rows, by_answer)
     unsupported = []
@@ -217,7 +224,11 @@ def evidence(
             unsupported.append(
                 Unsupported(sentence, start, start + len(sentence), "not_found", tuple(ns), best)
             )
-    return Evidence({n: tuple(sorted(s)) for n, s in spans.items()}, tuple(unsupported))
+    return Evidence(
+        {n: tuple(sorted(s)) for n, s in spans.items()},
+        tuple(unsupported),
+        {n: tuple(b) for n, b in by_sentence.items()},
+    )
 
 
 def _judged(judge: Judge | None, rows, by_answer) -> list[bool | None]:

@@ -8,13 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 _MARKER = re.compile(r"\[(\d+)\]")
-_WORD = re.compile(r"[^\W_]{3,}")
-# Markers only this far apart (spaces, commas) cite the same claim: "… [1][2]", "… [1], [2]".
-_BETWEEN_MARKERS = re.compile(r"[\s,;]*")
 # How much of a marker's quote its preview shows (characters); a sentence rarely comes close.
 QUOTE_PREVIEW = 600
-# A span this much of whose words the claim repeats backs it too, beside the best match.
-ALSO_QUOTED = 0.8
 # Why a sentence of an answer is flagged ⚠, by `Unsupported.reason`.
 UNSUPPORTED_WHY = {
     "not_found": "Not found in the cited source",
@@ -34,56 +29,24 @@ class Evidence:
     spans: tuple[int, ...] = ()
 
 
-def _words(text: str) -> set[str]:
-    return {w.lower() for w in _WORD.findall(text)}
-
-
-def _claims(text: str) -> list[tuple[int, str]]:
-    """Each marker's number and the text it cites: what runs from the previous claim to it."""
-    claims: list[tuple[int, str]] = []
-    start, claim = 0, ""
-    for m in _MARKER.finditer(text):
-        between = text[start : m.start()]
-        if claims and _BETWEEN_MARKERS.fullmatch(between):
-            claims.append((int(m[1]), claim))  # "[1][2]": the same claim as the marker before
-        else:
-            claim = between
-            claims.append((int(m[1]), claim))
-        start = m.end()
-    return claims
-
-
-def _backing(claim: str, text: str, spans: list[tuple[int, int]]) -> tuple[int, ...]:
-    """The spans of `text` that back `claim`: the best match, and any the claim repeats."""
-    said = _words(claim)
-    scored = []
-    for i, (a, b) in enumerate(spans):
-        quoted = _words(text[a:b])
-        shared = len(said & quoted)
-        if shared:
-            # The share of the span the claim repeats, and of the claim the span holds.
-            scored.append((shared / len(quoted) + shared / len(said), shared / len(quoted), i))
-    if not scored:
-        return ()
-    best = max(scored)[2]
-    return tuple(sorted({best} | {i for _, repeated, i in scored if repeated >= ALSO_QUOTED}))
-
-
 def marker_evidence(text: str, citations: list[dict[str, Any]]) -> list[Evidence]:
     """For each `[n]` in `text`, in order: the span(s) of citation n backing the claim before it.
 
-    `Citation.quote` and `spans` hold the union over the whole answer; a marker shows only the
-    sentence(s) of it that its own claim rests on. A claim matching no span gets them all.
+    `Citation.quote` and `spans` hold the union over the whole answer; a marker shows the
+    sentence(s) the evidence step found for its own sentence (`Citation.backing`: the entry of
+    the last sentence starting before the marker), or all of them when it found none there.
     """
     by_n = {c["n"]: c for c in citations}
     evidence = []
-    for n, claim in _claims(text):
-        c = by_n.get(n)
-        spans = [tuple(s) for s in (c or {}).get("spans") or ()]
+    for m in _MARKER.finditer(text):
+        n = int(m[1])
+        c = by_n.get(n) or {}
+        spans = [tuple(s) for s in c.get("spans") or ()]
         if not spans:
-            evidence.append(Evidence(n, (c or {}).get("quote", "")))
+            evidence.append(Evidence(n, c.get("quote", "")))
             continue
-        picked = _backing(claim, c["text"], spans) or tuple(range(len(spans)))
+        before = [picked for start, picked in c.get("backing") or () if start <= m.start()]
+        picked = tuple(before[-1]) if before and before[-1] else tuple(range(len(spans)))
         quote = " ".join(c["text"][spans[i][0] : spans[i][1]] for i in picked)
         evidence.append(Evidence(n, quote, picked))
     return evidence

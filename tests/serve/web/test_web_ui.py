@@ -13,8 +13,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from chatbot.answer import citations
 from chatbot.serve.web import cite as webcite
 from chatbot.serve.web import view as webview
+from chatbot.values import Passage
+from chatbot.verify import support
 from tests.serve.web.test_web import (  # noqa: F401  (fixtures: pytest finds them by name in this module)
     ANSWERED,
     CHROMIUM_ARGS,
@@ -329,19 +332,25 @@ def test_each_citation_previews_and_highlights_the_sentence_it_backs(desktop, se
     shot(desktop, "web-ui-citation-desktop")
 
 
-def test_per_marker_evidence_picks_the_span_that_matches_each_sentence():
-    text = "Cats purr when calm. Dogs bark at strangers. Birds sing at dawn."
-    spans = [[0, 20], [21, 44], [45, 64]]
-    citation = {"n": 1, "text": text, "spans": spans, "quote": text}
-    answer = "Birds sing at dawn [1]. Cats purr when they are calm [1]."
-    evidence = webcite.marker_evidence(answer, [citation])
-    assert [e.spans for e in evidence] == [(2,), (0,)], evidence
-    assert [e.quote for e in evidence] == ["Birds sing at dawn.", "Cats purr when calm."]
-    other = {"n": 2, "text": "Owls hunt at night.", "spans": [[0, 19]], "quote": "Owls hunt."}
-    both = webcite.marker_evidence("Birds sing at dawn [1][2].", [citation, other])
-    assert [(e.n, e.spans) for e in both] == [(1, (2,)), (2, (0,))], "[1][2] share one claim"
+def test_each_marker_shows_what_the_evidence_step_found_for_its_own_sentence():
+    animals = Passage("a", "animals", "Animals", "Cats purr when calm. Dogs bark. Birds sing.", 1.0)
+    owls = Passage("o", "owls", "Owls", "Owls hunt at night.", 0.9)
+    answer = "Birds sing [1][2]. Cats purr when they are calm [1]."
+    found = support.evidence(answer, [animals, owls])
+    cited = citations.cite(answer, [animals, owls], None, found.spans, found.backing)
+    evidence = webcite.marker_evidence(answer, [c.to_dict() for c in cited])
+    assert [(e.n, e.quote) for e in evidence] == [
+        (1, "Birds sing."),
+        (2, "Owls hunt at night."),
+        (1, "Cats purr when calm."),
+    ], "each marker previews the sentence its own claim was checked against"
+    for e, (start, spans) in zip(
+        evidence, [*found.backing[1][:1], *found.backing[2], *found.backing[1][1:]], strict=True
+    ):
+        text = animals.text if e.n == 1 else owls.text
+        assert e.quote == " ".join(text[a:b] for a, b in spans), (start, e)
     link = webcite.linkify("Birds sing [1].", 3, evidence[:1])
-    assert link == 'Birds sing [[1]](#src-3-1:2 "Birds sing at dawn.").', link
+    assert link == 'Birds sing [[1]](#src-3-1:1 "Birds sing.").', link
     bare = webcite.marker_evidence("A claim [1].", [{"n": 1, "text": "x", "quote": ""}])
     assert webcite.linkify("A claim [1].", 1, bare) == "A claim [[1]](#src-1-1).", (
         "a citation without spans has nothing to preview or light up"
