@@ -121,7 +121,7 @@ class Chatbot:
             arxiv_base=settings.arxiv_url,
         )
         if rebuild and not drop:
-            self._check_rebuild(roots)
+            self._check_rebuild(roots, given=bool(paths))
         docs, problems = load_documents(
             roots, fields, settings.max_file_bytes, settings.max_pdf_pages
         )
@@ -162,27 +162,34 @@ class Chatbot:
         ) as bar:
             self.vectors.warm(texts, bar.update)
 
-    def _check_rebuild(self, roots: Sequence[str | Path]) -> None:
-        """Raise IngestError when rebuilding from `roots` would drop documents without a word."""
+    def _check_rebuild(self, roots: Sequence[str | Path], *, given: bool = True) -> None:
+        """Raise IngestError when rebuilding from `roots` would drop documents without a word.
+
+        The command it names rebuilds every source: the `roots` the user `given` and the
+        sources they leave out; without given paths, the sources the collection holds.
+        """
         from chatbot.errors import ConfigError, IngestError, StoreDamagedError
         from chatbot.index.store import Store
         from chatbot.index.sync import left_out
 
         name = self.settings.collection
         others: list[str] = []
+        held: dict[str, int] = {}
         try:
             try:
                 stored = self.store.documents()
             except ConfigError:  # built with other embeddings: what the rebuild is for
                 stored = Store(self.settings, any_model=True).documents()
-            dropped = left_out(stored, roots)
+            dropped, held = left_out(stored, roots), left_out(stored, [])
         except StoreDamagedError:
             # Moving the damaged store aside drops every collection it held, not only this one.
             dropped, others = {}, self._other_collections()
         if not dropped and not others:
             return
-        paths = [*map(str, roots), *(p.split(" (")[0] for p in dropped)]
-        command = f"chatbot --collection {name} ingest --rebuild {' '.join(paths)}"
+        paths = [*map(str, roots), *dropped] if given else list(held)
+        command = self.settings.command(
+            "ingest", "--rebuild", *dict.fromkeys(p.split(" (")[0] for p in paths)
+        )
         if dropped:
             shown = "; ".join(f"{where} ({n})" for where, n in dropped.items())
             raise IngestError(
@@ -190,10 +197,11 @@ class Chatbot:
                 f"drop the documents it holds from {shown}: run `{command}`, or add --yes to "
                 "drop them."
             )
+        each = self.settings.with_(collection="NAME").command("ingest", "--rebuild")
         raise IngestError(
             f"The damaged store also holds the collection(s) {', '.join(others)}: the rebuild "
-            "moves the whole store aside, so rebuild each of them afterwards with `chatbot "
-            "--collection NAME ingest --rebuild PATH…`; add --yes to go ahead."
+            f"moves the whole store aside, so rebuild each of them afterwards with `{each} "
+            "PATH…`; add --yes to go ahead."
         )
 
     def _other_collections(self) -> list[str]:

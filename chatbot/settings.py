@@ -229,6 +229,18 @@ class Settings:
         where = safe_url(self.openai_base_url or "https://api.openai.com/v1")
         return f"{self.model_name} at {where}"
 
+    def command(self, *words: str) -> str:
+        """The `chatbot` command line, as a message tells the user to run it: this data folder
+        (unless the default one), Chroma server and collection, then `words`."""
+        import shlex
+
+        args = ["chatbot"]
+        if self.data_dir != _default_data_dir(dict(os.environ)):
+            args += ["--data-dir", str(self.data_dir)]
+        if self.chroma_url:
+            args += ["--chroma-url", safe_url(self.chroma_url)]
+        return shlex.join([*args, "--collection", self.collection, *words])
+
 
 def chroma_server_url(url: str) -> str:
     """`url` as Chroma's client reads it: `localhost:8000` becomes `http://localhost:8000`.

@@ -64,13 +64,13 @@ def translate(e: BaseException, settings: Settings) -> StoreError | None:
     text = str(e)
     damage = next((s for s in _DAMAGED if s in text), None)
     if damage:
-        return damaged(path, damage, settings.collection)
+        return damaged(path, damage, settings)
     if damage is None and type(e).__module__.startswith("chromadb"):
         # Chroma reports some damaged pages only as its own failure ("Failed to get segments"):
         # SQLite's own check of the file tells damage from other failures.
         damage = _integrity_problem(path / DB)
         if damage:
-            return damaged(path, damage, settings.collection)
+            return damaged(path, damage, settings)
     read_only = isinstance(e, OSError) and e.errno in (errno.EROFS, errno.EACCES, errno.EPERM)
     if read_only or any(s in text for s in _READ_ONLY):
         return StoreReadOnlyError(
@@ -81,13 +81,13 @@ def translate(e: BaseException, settings: Settings) -> StoreError | None:
     return None
 
 
-def damaged(path: Path, reason: str, collection: str) -> StoreDamagedError:
+def damaged(path: Path, reason: str, settings: Settings) -> StoreDamagedError:
     """The error for a damaged database in `path`, naming the file and the way out."""
     return StoreDamagedError(
-        f"The Chroma database {path / DB} is damaged ({reason}): run `chatbot --collection "
-        f"{collection} ingest --rebuild PATH…` with the folders and files it was built from, to "
-        "move it aside and index them anew from the embedding cache (or restore the folder from "
-        "a backup)."
+        f"The Chroma database {path / DB} is damaged ({reason}): run "
+        f"`{settings.command('ingest', '--rebuild')} PATH…` with the folders and files it was "
+        "built from, to move it aside and index them anew from the embedding cache (or restore "
+        "the folder from a backup)."
     )
 
 
@@ -120,7 +120,7 @@ def _check_db_present(path: Path, settings: Settings) -> None:
     if (not db.exists() or db.stat().st_size == 0) and any(
         _SEGMENT.fullmatch(p.name) and p.is_dir() for p in path.iterdir()
     ):
-        raise damaged(path, "missing" if not db.exists() else "empty", settings.collection)
+        raise damaged(path, "missing" if not db.exists() else "empty", settings)
 
 
 def _integrity_problem(db: Path) -> str | None:

@@ -3,6 +3,7 @@ would drop and waits for --yes, and a damaged embedding cache is moved aside and
 
 from __future__ import annotations
 
+import shlex
 import sqlite3
 from pathlib import Path
 
@@ -27,11 +28,15 @@ def _notes(tmp_path: Path) -> Path:
     return folder
 
 
-def cli(capsys, data_dir: Path, *args: str) -> tuple[int, str, str]:
-    """`chatbot ARGS` in this process (the model stays loaded between calls)."""
-    code = main(["--data-dir", str(data_dir), *args])
+def _run(capsys, argv: list[str]) -> tuple[int, str, str]:
+    """`chatbot ARGV` in this process (the model stays loaded between calls)."""
+    code = main(argv)
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+def cli(capsys, data_dir: Path, *args: str) -> tuple[int, str, str]:
+    return _run(capsys, ["--data-dir", str(data_dir), *args])
 
 
 def _documents(data_dir: Path, collection: str = "summaries") -> int:
@@ -48,19 +53,37 @@ def test_a_rebuild_without_the_users_folders_names_them_and_keeps_everything(
 
     code, _, err = cli(capsys, data_dir, "ingest", "--rebuild", "--quiet")
     assert code == 1, "a rebuild that would drop documents stops"
-    assert str(notes) in err and "(2)" in err, err
-    assert "--collection summaries ingest --rebuild" in err and "--yes" in err, err
+    assert str(notes) in err and "(2)" in err and "--yes" in err, err
     assert _documents(data_dir) == 22, "a refused rebuild changes nothing"
 
-    # The command the message gives, as given, rebuilds everything.
-    command = err.split("`")[1].split()
-    assert command[:4] == ["chatbot", "--collection", "summaries", "ingest"], command
-    code, out, err = cli(capsys, data_dir, *command[1:], "--quiet")
+    # The command the message gives, as given, rebuilds everything, in this data folder.
+    command = shlex.split(err.split("`")[1])
+    start = ["chatbot", "--data-dir", str(data_dir), "--collection", "summaries", "ingest"]
+    assert command[:6] == start, command
+    code, out, err = _run(capsys, [*command[1:], "--quiet"])
     assert code == 0 and "22 added" in out, out + err
 
     code, out, err = cli(capsys, data_dir, "ingest", "--rebuild", "--yes", "--quiet")
     assert code == 0 and "20 added" in out, err
     assert _documents(data_dir) == 20, "--yes drops what the paths do not cover"
+
+
+def test_the_rebuild_a_collection_is_told_to_run_names_its_own_sources_only(
+    data_dir, tmp_path, capsys
+):
+    notes = _notes(tmp_path)
+    lighthouses = ["--collection", "lighthouses"]
+    assert cli(capsys, data_dir, *lighthouses, "ingest", "--quiet", str(notes))[0] == 0
+
+    code, _, err = cli(capsys, data_dir, *lighthouses, "ingest", "--rebuild", "--quiet")
+    assert code == 1 and str(notes) in err, err
+    command = shlex.split(err.split("`")[1])
+    assert command[-3:] == ["ingest", "--rebuild", str(notes)], (
+        f"the summaries were never in this collection: {command}"
+    )
+    code, out, err = _run(capsys, [*command[1:], "--quiet"])
+    assert code == 0 and "2 added" in out, out + err
+    assert _documents(data_dir, "lighthouses") == 2
 
 
 @pytest.mark.slow
@@ -73,7 +96,8 @@ def test_a_damaged_store_names_every_collection_a_rebuild_would_drop(data_dir, t
         f.write(b"this is not an SQLite header" * 4)
 
     asked = run_cli(data_dir, "--collection", "lighthouses", "ask", QUESTION)
-    assert "--collection lighthouses ingest --rebuild" in asked.stderr, asked.stderr
+    told = f"chatbot --data-dir {data_dir} --collection lighthouses ingest --rebuild"
+    assert told in asked.stderr, asked.stderr
 
     refused = run_cli(data_dir, "ingest", "--rebuild", "--quiet")
     assert refused.returncode == 1 and "lighthouses" in refused.stderr, refused.stderr

@@ -19,8 +19,11 @@ from tests.helpers import cli_env, run_cli
 
 QUESTION = "What is a combinatorial auction?"
 SOURCE = "combinatorial-auctions"
-# The damaged-store message gives the exact command, with the collection.
-REBUILD = "chatbot --collection summaries ingest --rebuild"
+
+
+def rebuild_command(data_dir) -> str:
+    """The start of the command the damaged-store message gives: data folder and collection."""
+    return f"chatbot --data-dir {data_dir} --collection summaries ingest --rebuild"
 BM25_FILES = (
     "ids.json",
     "params.index.json",
@@ -180,7 +183,7 @@ def test_a_damaged_chroma_database_is_named_and_ingest_rebuild_recovers(data_dir
     asked = run_cli(data_dir, "ask", QUESTION)
     assert asked.returncode != 0, "a damaged store cannot answer"
     assert asked.stderr.count("\n") == 1, f"one line, not a traceback: {asked.stderr}"
-    assert str(db) in asked.stderr and REBUILD in asked.stderr, asked.stderr
+    assert str(db) in asked.stderr and rebuild_command(data_dir) in asked.stderr, asked.stderr
     assert "unexpected" not in asked.stderr, asked.stderr
 
     rebuilt = run_cli(data_dir, "ingest", "--rebuild", "--quiet")
@@ -202,7 +205,7 @@ def test_an_emptied_chroma_database_is_not_silently_replaced_by_a_new_one(data_d
     result = run_cli(data_dir, "info")
 
     assert result.returncode != 0, f"an empty store next to its vectors is damage: {result.stdout}"
-    assert str(db) in result.stderr and REBUILD in result.stderr
+    assert str(db) in result.stderr and rebuild_command(data_dir) in result.stderr
     assert db.stat().st_size == 0, "nothing is written over the evidence"
 
 
@@ -271,6 +274,6 @@ def test_damage_on_any_page_is_one_line_naming_the_store_never_a_panic(data_dir,
     assert "panicked" not in asked.stderr and "unexpected" not in asked.stderr, asked.stderr
     if asked.returncode:
         assert asked.stderr.count("\n") == 1, f"one line: {asked.stderr}"
-        assert str(db) in asked.stderr and REBUILD in asked.stderr, asked.stderr
+        assert str(db) in asked.stderr and rebuild_command(data_dir) in asked.stderr, asked.stderr
     else:
         assert "[1]" in asked.stdout, "an undamaged page still answers"
