@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import html
 import json
 import re
@@ -312,9 +311,13 @@ def history_of(turns: list[dict[str, Any]]) -> list[dict[str, str]]:
 
 def conversation_markdown(turns: list[dict[str, Any]], model: str) -> str:
     """The conversation as a Markdown document, each answer followed by its sources."""
-    # Text from documents and models is escaped: a Markdown viewer renders HTML, and a
-    # document's <img> or <script> must show as text there, as it does in the UI.
-    esc = functools.partial(html.escape, quote=False)
+
+    # Text from documents and models is escaped: a Markdown viewer renders HTML and fetches
+    # images, and a document's <img>, <script> or ![image](url) must show as text there, as it
+    # does in the UI.
+    def esc(text: str) -> str:
+        return html.escape(text, quote=False).replace("![", "!\\[")
+
     lines = ["# Conversation about ICML 2025 papers", "", f"Model: {esc(model)}", ""]
     for turn in turns:
         lines += [f"## {esc(turn['question'])}", ""]

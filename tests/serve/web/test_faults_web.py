@@ -193,11 +193,15 @@ def test_password_guessing_is_refused_for_a_while_the_right_password_never(
         app.close()
 
 
-def test_the_downloaded_conversation_shows_document_html_as_text():
-    # A Markdown viewer renders HTML: the export must not carry a document's tags as tags.
+def test_the_downloaded_conversation_shows_document_html_and_images_as_text():
+    # A Markdown viewer renders HTML and fetches images: the export must not carry a document's
+    # tags as tags, nor its Markdown images as images.
     from markdown_it import MarkdownIt
 
-    evil = '<img src="http://h/x.png" onerror="alert(1)"><script>alert(2)</script>'
+    evil = (
+        '<img src="http://h/x.png" onerror="alert(1)"><script>alert(2)</script>'
+        "![pixel](http://tracker.example/q.png)"
+    )
     turn = {
         "question": f"What about {evil}?",
         "answer": f"Lenses focus light {evil} [1].",
@@ -215,4 +219,5 @@ def test_the_downloaded_conversation_shows_document_html_as_text():
     rendered = MarkdownIt("commonmark").render(saved)
     assert not re.search(r"<(img|script)", rendered), rendered
     assert rendered.count("&lt;script&gt;") >= 4, "the tags are shown as text"
+    assert rendered.count("![pixel](http://tracker.example/q.png)") >= 4, "images as text"
     assert "Lenses focus light" in rendered and "https://example.org/a" in rendered
