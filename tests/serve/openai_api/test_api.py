@@ -16,7 +16,7 @@ import openai
 import pytest
 from openai import OpenAI
 
-from chatbot import Chatbot, Settings
+from chatbot import Chatbot, ConfigError, Settings
 from chatbot.serve import guard as webguard
 from chatbot.serve.openai_api import routes as api
 from chatbot.serve.web import app as web
@@ -250,7 +250,8 @@ def test_a_web_login_without_an_api_key_locks_the_api(api_data):
 
 
 def test_serving_beyond_this_machine_without_a_key_is_refused_in_one_line(tmp_path):
-    for extra in ([], ["--api-only"]):
+    # A key of one space is no key: it is refused before anything binds.
+    for extra in ([], ["--api-only"], ["--api-only", "--api-key", " "]):
         done = subprocess.run(
             [sys.executable, "-m", "chatbot", "serve", "--host", "0.0.0.0", *extra],
             cwd=ROOT,
@@ -262,6 +263,26 @@ def test_serving_beyond_this_machine_without_a_key_is_refused_in_one_line(tmp_pa
         assert done.returncode == 1, done
         assert done.stderr.count("\n") == 1 and "--api-key" in done.stderr, done.stderr
         assert not (tmp_path / "chroma").exists(), "refused before indexing anything"
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--api-key", " "], "--api-key"),
+        (["--api-key", ""], "--api-key"),
+        (["--trusted-proxy", "garbage"], "'garbage'"),
+        (["--trusted-proxy", "10.0.0.0/33"], "'10.0.0.0/33'"),
+        (["--trusted-proxy", "*"], "'*'"),
+    ],
+)
+def test_serve_flags_that_would_leave_the_api_open_are_refused(tmp_path, flags, words):
+    from chatbot.serve import cli
+
+    args = cli.build_parser().parse_args(["--data-dir", str(tmp_path), "serve", *flags])
+    with pytest.raises(ConfigError) as refused:
+        cli._settings(args)
+    message = str(refused.value)
+    assert words in message and "\n" not in message, f"{flags}: {message}"
 
 
 class _Model(BaseHTTPRequestHandler):
@@ -371,7 +392,7 @@ def test_a_full_queue_answers_429_and_the_waiting_request_is_still_answered(api_
     monkeypatch.setattr(api, "CONCURRENCY_API", 1)
     monkeypatch.setattr(api, "QUEUE_WAIT", 0.5)
     release = threading.Event()
-    with model_server(api_data, release) as (settings, _), api_only(settings) as url:
+    with model_server(api_data, release) as (settings, seen), api_only(settings) as url:
         replies = []
         first = threading.Thread(
             target=lambda: replies.append(
@@ -379,7 +400,11 @@ def test_a_full_queue_answers_429_and_the_waiting_request_is_still_answered(api_
             )
         )
         first.start()
-        time.sleep(1.0)  # the first question holds the only answering slot
+        # Once the model has the first question, it holds the only answering slot.
+        deadline = time.monotonic() + 60
+        while not seen:
+            assert time.monotonic() < deadline, "the first question never reached the model"
+            time.sleep(0.02)
         with pytest.raises(openai.RateLimitError) as busy:
             client(url).chat.completions.create(model=MODEL, messages=user(QUESTION))
         assert "busy" in _error(busy.value)["message"]
