@@ -29,7 +29,7 @@ from chatbot.errors import ModelError, QuestionError
 from chatbot.index.embeddings.minilm import vocabulary_words
 from chatbot.retrieve.filters import check_k, check_where
 from chatbot.settings import Settings
-from chatbot.text.terms import asks_for_list, reads_as_english
+from chatbot.text.terms import asks_for_list, reads_as_english, respell, word_counts
 from chatbot.values import Answer, Passage
 from chatbot.verify.support import Evidence
 
@@ -219,9 +219,17 @@ def answer_stream(
         standalone, usage = condensed.question, dict(condensed.usage)
     clock.lap("condense")
     found = retrieve(parts.retriever, standalone, k, where, parts.settings.top_k)
+    english = reads_as_english(standalone, vocabulary_words())
+    if not found.relevant and english:
+        # Slips of the keyboard can hide every related passage: read them as the words of the
+        # passages found, and search once more.
+        words = word_counts(f"{p.title} {p.text}" for p in found.passages)
+        respelled = respell(standalone, words, vocabulary_words())
+        if respelled != standalone:
+            found = retrieve(parts.retriever, respelled, k, where, parts.settings.top_k)
     clock.lap("retrieve")
     finish = partial(to_answer, question, standalone, clock=clock, narrowed=found.narrowed)
-    if not found.relevant and reads_as_english(standalone, vocabulary_words()):
+    if not found.relevant and english:
         # Nothing retrieved is even related: say so without asking the model to invent something.
         # The floor is an English one: a question in another language goes to the model, which
         # answers in that language or says what it cannot read.

@@ -4,7 +4,8 @@ spelling; and what a question's words say about it (English or not, asking for a
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections import Counter
+from collections.abc import Collection, Iterable
 from functools import lru_cache
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*|\d+(?:\.\d+)?")
@@ -132,6 +133,11 @@ def one_slip(a: str, b: str) -> bool:
     while i < len(short) and short[i] == long[i]:
         i += 1
     return short[i:] == long[i + 1 :]
+
+
+def word_counts(texts: Iterable[str]) -> Counter[str]:
+    """How often each lowercase word occurs in `texts`: the words `respell` reads slips as."""
+    return Counter(w for t in texts for w in re.findall(r"[a-z]+", t.lower()))
 
 
 def respell(text: str, words: dict[str, int], real: Collection[str] = ()) -> str:

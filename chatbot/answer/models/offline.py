@@ -39,7 +39,7 @@ from chatbot.answer.prompts import NO_ANSWER
 from chatbot.index.embeddings.minilm import vocabulary_words
 from chatbot.index.embeddings.sentence_vectors import DEFAULT, SentenceVectors
 from chatbot.text.sentences import split_sentences
-from chatbot.text.terms import reads_as_english, respell, terms
+from chatbot.text.terms import reads_as_english, respell, terms, word_counts
 from chatbot.values import Passage
 from chatbot.verify.support import figures
 
@@ -145,8 +145,7 @@ def _meta_terms(p: Passage) -> set[str]:
 
 def _respelled(request: AnswerRequest) -> AnswerRequest:
     """The request with each slip of the keyboard read as the passages' word it is one slip from."""
-    text = " ".join(f"{p.title} {p.text}" for p in request.passages).lower()
-    words = Counter(re.findall(r"[a-z]+", text))
+    words = word_counts(f"{p.title} {p.text}" for p in request.passages)
     real = vocabulary_words()
     question = respell(request.question, words, real)
     # A first question is its own standalone question: respelled once.
