@@ -29,7 +29,7 @@ def high_confidence() -> dict[int, tuple[str, str]]:
 
 @needs_shared("seeds", SEED.name)
 @needs_shared("data", "seed_papers.md")
-def test_corpus_holds_each_seed_summary_verbatim_with_front_matter():
+def test_corpus_holds_each_seed_summary_word_for_word_with_front_matter():
     files = sorted(CORPUS.glob("*.md"))
     paragraphs = seed_paragraphs()
     assert len(files) == len(paragraphs) == 20
@@ -37,7 +37,10 @@ def test_corpus_holds_each_seed_summary_verbatim_with_front_matter():
     ids = set()
     for n, (path, paragraph) in enumerate(zip(files, paragraphs, strict=True), 1):
         doc = read_document(path)
-        assert doc.text == paragraph, f"{path.name} does not hold summary {n} exactly"
+        # The source runs an opening heading ("Introduction", the title) into the first
+        # sentence; here it has a Markdown line of its own, so it is never quoted as prose.
+        text = re.sub(r"\A#{1,2} (.+)\n\n", r"\1 ", doc.text)
+        assert text == paragraph, f"{path.name} does not hold summary {n} word for word"
         front = yaml.safe_load(path.read_text(encoding="utf-8").split("---")[1])
         assert front["id"] == doc.doc_id and re.fullmatch(r"[a-z0-9-]+", doc.doc_id)
         assert front["title"].strip(), f"{path.name} has no title"
