@@ -202,6 +202,19 @@ def test_a_real_model_is_asked_whenever_a_passage_is_plausibly_related(fake, bui
     assert len(fake.requests) == 1 and answer.abstained, "nothing related: the model is spared"
 
 
+def test_an_opening_heading_is_never_quoted_as_part_of_the_first_sentence(bot):
+    answer = bot.ask("Is the menu of options in traditional democratic processes fixed?")
+    assert answer.text.startswith("In traditional democratic processes"), answer.text
+
+
+def test_a_question_full_of_typing_slips_still_reaches_a_real_model(fake, built_index):  # noqa: F811
+    fake.script.append({"content": "Collectives reorder what the platform learns [1]."})
+    bot = Chatbot(real(built_index, fake.url))
+    answer = bot.ask("how do colectives of platfrom usres infulence the algoritm?")
+    assert len(fake.requests) == 1, "the relevance floor reads the slips as the passages' words"
+    assert "algorithmic-collective-action" in {c.doc_id for c in answer.citations}, answer
+
+
 ASKED_ELSEWHERE = ["¿Qué es la elección social generativa?", "市政厅有多少居民？"]
 
 
