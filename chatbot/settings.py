@@ -1,13 +1,15 @@
 """Settings, read once from the environment and `.env`; explicit overrides (CLI flags) win.
 
 A frozen dataclass, not pydantic-settings: the variable names (OPENAI_API_KEY beside CHATBOT_*),
-blank meaning unset, a default read from `.env` (XDG_DATA_HOME) and one ConfigError naming the
-variable would each need an override of pydantic-settings, more code than this loader; pydantic's
-SecretStr keeps the API keys out of repr, str and f-strings.
+blank meaning unset (the server's own key and login of only spaces are refused), a default
+read from `.env` (XDG_DATA_HOME) and one ConfigError naming the variable would each need an
+override of pydantic-settings, more code than this loader; pydantic's SecretStr keeps the API keys
+out of repr, str and f-strings.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 from collections.abc import Callable
@@ -55,6 +57,16 @@ _LIMITS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "max_answer_tokens": ("a number of tokens, at least 1", lambda v: v >= 1),
     "max_file_mb": ("a size in MB above 0", lambda v: 0 < v < 1e6),
     "max_pdf_pages": ("a number of pages, at least 1", lambda v: v >= 1),
+}
+
+
+# The server's own credentials. Blank, they would read as "no key" or as one anyone could guess,
+# so they are refused wherever they come from, never taken as unset.
+_CREDENTIALS = {
+    "api_key": "The API key (--api-key or CHATBOT_API_KEY) is empty or only spaces: give it a "
+    "real key, or leave both unset to serve on 127.0.0.1 without one.",
+    "login": "The login (--auth or CHATBOT_AUTH) is empty or only spaces: give it as "
+    "user:password, or leave both unset to serve without a login.",
 }
 
 
@@ -147,7 +159,9 @@ class Settings:
         for f in fields(cls):
             name = cls.ENV.get(f.name)
             raw = env.get(name) if name else None
-            if raw is not None and raw.strip() != "":
+            # An empty line unsets, as everywhere; the server's key or login of only spaces is
+            # kept, to be refused below.
+            if raw is not None and (raw.strip() != "" or (f.name in _CREDENTIALS and raw)):
                 values[f.name] = _convert(f.name, f.type, raw.strip(), name)
         values.setdefault("data_dir", _default_data_dir(env))
         values.update({k: v for k, v in overrides.items() if v is not None})
@@ -157,6 +171,9 @@ class Settings:
         # Keys given as text (a flag, a test) are wrapped too; folders may start with "~".
         for key in ("openai_api_key", "embedding_api_key", "api_key", "login"):
             value = getattr(self, key)
+            text = value.get_secret_value() if isinstance(value, SecretStr) else value
+            if key in _CREDENTIALS and text is not None and not text.strip():
+                raise ConfigError(_CREDENTIALS[key])
             if isinstance(value, str):
                 object.__setattr__(self, key, SecretStr(value) if value else None)
         for key in ("data_dir", "corpus_dir", "prompts_dir"):
@@ -197,6 +214,7 @@ class Settings:
                 f"CHATBOT_CHUNK_OVERLAP={self.chunk_overlap} must be ≥ 0 and smaller than "
                 f"CHATBOT_CHUNK_TOKENS={self.chunk_tokens}."
             )
+        _check_proxies(self.trusted_proxies or "")
 
     def with_(self, **changes: Any) -> Settings:
         """A checked copy with some fields changed (None values are ignored)."""
@@ -275,6 +293,35 @@ def safe_url(url: str) -> str:
     if parts.port:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
+
+
+def _check_proxies(proxies: str) -> None:
+    """Refuse a trusted proxy that is not an IP address or network, with the fix in the message.
+
+    The server believes X-Forwarded-For only from these. uvicorn takes '*' as every client and
+    silently never matches a value it cannot parse, so both are refused here, as is a network
+    that holds every address.
+    """
+    fix = "name the proxy's address (e.g. 127.0.0.1) or network (e.g. 10.0.0.0/8), comma-separated"
+    for given in proxies.split(","):
+        proxy = given.strip()
+        if not proxy:
+            continue
+        where = f"CHATBOT_TRUSTED_PROXIES (--trusted-proxy) {proxy!r}"
+        try:
+            network = ipaddress.ip_network(proxy)  # an address is a network of one
+        except ValueError:
+            network = None
+        if proxy == "*" or (network is not None and network.prefixlen == 0):
+            raise ConfigError(f"{where} would believe every client's X-Forwarded-For: {fix}.")
+        if network is not None:
+            continue
+        try:
+            network = ipaddress.ip_network(proxy, strict=False)
+        except ValueError:
+            raise ConfigError(f"{where} is not an IP address or network: {fix}.") from None
+        # uvicorn reads 10.0.0.1/8 as no network at all: the proxy would never match.
+        raise ConfigError(f"{where} has host bits set: {fix}; as a network: {network}.")
 
 
 def _shown(value: Any) -> str:

@@ -91,3 +91,74 @@ def test_the_keys_never_show_as_text(monkeypatch, tmp_path):
     shown = [str(s.openai_api_key), f"{s.embedding_api_key}", repr(s), str(vars(s))]
     assert not any("sk-SECRET" in t or "sk-EMBED" in t for t in shown), shown
     assert s.openai_api_key.get_secret_value() == "sk-SECRET"
+
+
+@pytest.mark.parametrize("blank", [" ", " \t "])
+def test_a_blank_api_key_is_refused_from_the_flag_the_environment_and_env_file(
+    monkeypatch, tmp_path, blank
+):
+    env_file = tmp_path / ".env"
+    env_file.write_text(f"CHATBOT_API_KEY='{blank}'\n")
+    monkeypatch.setenv("CHATBOT_API_KEY", blank)
+    for where, load in [
+        ("--api-key", lambda: Settings.load(env_file=None, data_dir=tmp_path, api_key=blank)),
+        ("CHATBOT_API_KEY", lambda: Settings.load(env_file=None, data_dir=tmp_path)),
+        (".env", lambda: Settings.load(env_file=env_file, data_dir=tmp_path)),
+    ]:
+        if where == ".env":
+            monkeypatch.delenv("CHATBOT_API_KEY")
+        with pytest.raises(ConfigError) as refused:
+            load()
+        message = str(refused.value)
+        assert "--api-key" in message and "CHATBOT_API_KEY" in message, (where, message)
+        assert "empty" in message and "\n" not in message, f"one line saying what to do: {message}"
+
+
+def test_an_empty_key_line_leaves_the_key_unset_and_a_flag_wins_over_it(tmp_path):
+    env_file = tmp_path / ".env"
+    env_file.write_text("CHATBOT_API_KEY=\nCHATBOT_AUTH=\n")
+    s = Settings.load(env_file=env_file, data_dir=tmp_path)
+    assert s.api_key is None and s.login is None, "an empty line unsets, as for every setting"
+    s = Settings.load(env_file=env_file, data_dir=tmp_path, api_key="sk-flag")
+    assert s.api_key.get_secret_value() == "sk-flag"
+    with pytest.raises(ConfigError, match="--api-key"):
+        Settings.load(env_file=env_file, data_dir=tmp_path, api_key="")
+
+
+@pytest.mark.parametrize("blank", ["  ", "\t"])
+def test_a_blank_login_is_refused_from_the_environment_and_env_file(monkeypatch, tmp_path, blank):
+    monkeypatch.setenv("CHATBOT_AUTH", blank)
+    with pytest.raises(ConfigError, match=r"CHATBOT_AUTH.*user:password"):
+        Settings.load(env_file=None, data_dir=tmp_path)
+    monkeypatch.delenv("CHATBOT_AUTH")
+    env_file = tmp_path / ".env"
+    env_file.write_text(f"CHATBOT_AUTH='{blank}'\n")
+    with pytest.raises(ConfigError, match=r"CHATBOT_AUTH.*user:password"):
+        Settings.load(env_file=env_file, data_dir=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("proxies", "bad"),
+    [
+        ("garbage", "garbage"),
+        ("10.0.0.0/33", "10.0.0.0/33"),
+        ("*", "*"),
+        ("127.0.0.1, localhost", "localhost"),
+        ("10.0.0.1/8", "10.0.0.1/8"),
+    ],
+)
+def test_a_trusted_proxy_must_be_an_address_or_a_network(monkeypatch, tmp_path, proxies, bad):
+    with pytest.raises(ConfigError) as refused:
+        Settings.load(env_file=None, data_dir=tmp_path, trusted_proxies=proxies)
+    message = str(refused.value)
+    assert repr(bad) in message and "proxy's address" in message, message
+    assert "\n" not in message, message
+    monkeypatch.setenv("CHATBOT_TRUSTED_PROXIES", proxies)
+    with pytest.raises(ConfigError, match="CHATBOT_TRUSTED_PROXIES"):
+        Settings.load(env_file=None, data_dir=tmp_path)
+
+
+def test_trusted_proxies_take_addresses_and_networks_of_both_families(tmp_path):
+    given = "127.0.0.1, 10.0.0.0/8,::1, fd00::/8"
+    s = Settings.load(env_file=None, data_dir=tmp_path, trusted_proxies=given)
+    assert s.trusted_proxies == given, "each address and network is kept as given"

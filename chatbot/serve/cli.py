@@ -304,8 +304,9 @@ def _add_serve(sub: Any) -> None:
     p.add_argument(
         "--trusted-proxy",
         metavar="ADDRESSES",
-        help="the reverse proxy (addresses or networks, comma-separated) whose X-Forwarded-For "
-        "names the client (CHATBOT_TRUSTED_PROXIES); without it the header is ignored",
+        help="the reverse proxy (IP addresses or networks such as 10.0.0.0/8, comma-separated; "
+        "not '*') whose X-Forwarded-For names the client (CHATBOT_TRUSTED_PROXIES); without it "
+        "the header is ignored",
     )
     p.add_argument(
         "--api-key",

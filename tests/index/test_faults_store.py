@@ -24,6 +24,8 @@ SOURCE = "combinatorial-auctions"
 def rebuild_command(data_dir) -> str:
     """The start of the command the damaged-store message gives: data folder and collection."""
     return f"chatbot --data-dir {data_dir} --collection summaries ingest --rebuild"
+
+
 BM25_FILES = (
     "ids.json",
     "params.index.json",

@@ -165,12 +165,17 @@ def _wire_chat(ui: Handlers, tab: ChatTab, turns: gr.State, limit: int) -> None:
 
 def parse_auth(auth: str | tuple[str, str] | None) -> tuple[str, str] | None:
     """`"user:password"` as a pair; raises ConfigError when it has another shape."""
-    if auth is None or isinstance(auth, tuple):
-        return auth
-    user, sep, password = auth.partition(":")
-    if not sep or not user or not password:
+    if auth is None:
+        return None
+    if isinstance(auth, tuple):
+        user, sep, password = auth[0], ":", auth[1]
+    else:
+        user, sep, password = auth.partition(":")
+    # A user or password of spaces alone is one anyone could guess.
+    if not sep or not user.strip() or not password.strip():
         raise ConfigError(
-            "--auth (or CHATBOT_AUTH) must look like user:password (both parts non-empty)."
+            "--auth (or CHATBOT_AUTH) must look like user:password, neither part empty or only "
+            "spaces."
         )
     return user, password
 

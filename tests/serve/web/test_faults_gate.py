@@ -6,6 +6,7 @@ gradio_client; time is a clock the test steps, never a sleep."""
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -271,6 +272,24 @@ def test_serving_other_machines_needs_a_key_and_then_seals_every_route(gate_data
         assert chat.status_code == 401, "on 0.0.0.0 with only a key, the UI's API is sealed"
     finally:
         app.close()
+
+
+def test_a_login_with_a_blank_user_or_password_is_refused_before_serving(gate_data, capsys):
+    from chatbot.serve import cli
+
+    bot = Chatbot(Settings.load(env_file=None, data_dir=gate_data))
+    for auth in ("ada: ", " :s3cret", "ada:\t", " : ", ("ada", " ")):
+        port = free_port()
+        with pytest.raises(ConfigError) as refused:
+            web.serve(bot, port=port, auth=auth, block=False)
+        message = str(refused.value)
+        assert "user:password" in message and "\n" not in message, f"{auth!r}: {message}"
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))  # nothing listens there: refused before binding
+    command = ["--data-dir", str(gate_data), "serve", "--auth", "ada: ", "--port", str(free_port())]
+    assert cli.main(command) == 1, "`serve --auth 'ada: '` stops"
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--auth" in err, f"one line naming the flag: {err!r}"
 
 
 def test_an_environment_without_a_login_leaves_the_local_server_open(gate_data):
