@@ -107,7 +107,7 @@ class Chatbot:
         the id to it. A `rebuild` that would lose documents from other folders, or other
         collections of a damaged store, raises IngestError naming them, unless `drop` says to.
         """
-        from chatbot.index.documents import Splitter, load_documents
+        from chatbot.index.documents import Splitter, linked_folders, load_documents
         from chatbot.index.fetch import localise
         from chatbot.index.sync import sync
 
@@ -120,8 +120,11 @@ class Chatbot:
             timeout=settings.timeout,
             arxiv_base=settings.arxiv_url,
         )
+        # Folders reached through links are covered too: their documents are stored under their
+        # real paths, and one removed there is removed from the index.
+        linked = linked_folders(roots)
         if rebuild and not drop:
-            self._check_rebuild(roots, given=bool(paths))
+            self._check_rebuild(roots, given=bool(paths), linked=linked)
         docs, problems = load_documents(
             roots, fields, settings.max_file_bytes, settings.max_pdf_pages
         )
@@ -136,7 +139,13 @@ class Chatbot:
                 self._store, self._retriever = Store(self.settings, rebuild=True), None
             splitter = Splitter(self.settings.chunk_tokens, self.settings.chunk_overlap)
             report = sync(
-                self.store, splitter, docs, roots, problems, progress=progress, replace=replace
+                self.store,
+                splitter,
+                docs,
+                [*roots, *linked],
+                problems,
+                progress=progress,
+                replace=replace,
             )
             self._changed = changed_before or rebuild or report.changed or bool(report.relocated)
             if report.changed or rebuild:
@@ -162,11 +171,14 @@ class Chatbot:
         ) as bar:
             self.vectors.warm(texts, bar.update)
 
-    def _check_rebuild(self, roots: Sequence[str | Path], *, given: bool = True) -> None:
+    def _check_rebuild(
+        self, roots: Sequence[str | Path], *, given: bool = True, linked: Sequence[Path] = ()
+    ) -> None:
         """Raise IngestError when rebuilding from `roots` would drop documents without a word.
 
-        The command it names rebuilds every source: the `roots` the user `given` and the
-        sources they leave out; without given paths, the sources the collection holds.
+        Documents under the `linked` folders (reached through links under `roots`) are kept. The
+        command it names rebuilds every source: the `roots` the user `given` and the sources
+        they leave out; without given paths, the sources the collection holds.
         """
         from chatbot.errors import ConfigError, IngestError, StoreDamagedError
         from chatbot.index.store import Store
@@ -180,7 +192,7 @@ class Chatbot:
                 stored = self.store.documents()
             except ConfigError:  # built with other embeddings: what the rebuild is for
                 stored = Store(self.settings, any_model=True).documents()
-            dropped, held = left_out(stored, roots), left_out(stored, [])
+            dropped, held = left_out(stored, [*roots, *linked]), left_out(stored, [])
         except StoreDamagedError:
             # Moving the damaged store aside drops every collection it held, not only this one.
             dropped, others = {}, self._other_collections()

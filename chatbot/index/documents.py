@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import os
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator
@@ -37,20 +38,94 @@ def slugify(text: str) -> str:
 
 
 def iter_files(paths: Iterable[str | Path]) -> Iterator[Path]:
-    """Every readable document under `paths` (files as given, folders searched), sorted."""
+    """Every readable document under `paths` (files as given, folders searched), sorted.
+
+    A link to a folder is searched like a folder. A link that leads back into a folder already
+    searched (a loop, or a second way to the same folder) is yielded itself, so that reading it
+    names it as skipped: no folder is searched twice, so the search always ends.
+    """
+    yield from _walk(paths)[0]
+
+
+def linked_folders(paths: Iterable[str | Path]) -> list[Path]:
+    """The real folders that links under `paths` lead to and that `iter_files` searches: what
+    an ingest of `paths` covers besides `paths` themselves."""
+    return _walk(paths)[1]
+
+
+def _walk(paths: Iterable[str | Path]) -> tuple[list[Path], list[Path]]:
+    roots = [Path(p) for p in paths]
+    searched: set[str] = set()  # real paths, which every way to a folder shares
+    found: list[list[Path]] = []
+    links: list[list[Path]] = []
+    followed: list[Path] = []
+    # The given folders are searched before any link is followed: a link into one of them is
+    # then the second way to it, whichever name sorts first.
+    for root in roots:
+        files, linked = _search(root, searched) if root.is_dir() else ([root], [])
+        found.append(files)
+        links.append(linked)
+    for files, pending in zip(found, links, strict=True):
+        while pending:
+            link = pending.pop(0)
+            if Path(os.path.realpath(link.parent)).is_relative_to(os.path.realpath(link)):
+                files.append(link)  # it holds the folder the link is in: a loop
+                continue
+            if os.path.realpath(link) not in searched:
+                followed.append(Path(os.path.realpath(link)))
+            more, further = _search(link, searched, through_link=True)
+            files += more
+            pending += further
+    ordered = [
+        f
+        for root, files in zip(roots, found, strict=True)
+        for f in (sorted(files) if root.is_dir() else files)
+    ]
+    return ordered, followed
+
+
+def _search(
+    folder: Path, searched: set[str], through_link: bool = False
+) -> tuple[list[Path], list[Path]]:
+    """The documents under `folder` (not through links), and the links to folders met there."""
     wanted = SUFFIXES + RECORD_SUFFIXES + PDF_SUFFIXES
-    for path in map(Path, paths):
-        if path.is_dir():
+    files: list[Path] = []
+    links: list[Path] = []
+    todo = [folder]
+    while todo:
+        current = todo.pop()
+        real = os.path.realpath(current)
+        if real in searched:
+            # Reached through a link, it is named; a given folder inside another one given is
+            # simply not searched twice.
+            if through_link:
+                files.append(current)
+            continue
+        searched.add(real)
+        try:
+            entries = sorted(current.iterdir())
+        except OSError:
+            continue  # a folder that cannot be listed holds nothing to read
+        for path in entries:
+            if path.is_dir():
+                (links if path.is_symlink() else todo).append(path)
             # A link that leads nowhere (a loop, a missing target) is kept, so that reading it
             # names it as skipped instead of leaving it out without a word.
-            yield from sorted(
-                p
-                for p in path.rglob("*")
-                if p.suffix.lower() in wanted
-                and (p.is_file() or (p.is_symlink() and not p.exists()))
-            )
-        else:
-            yield path
+            elif path.suffix.lower() in wanted and (
+                path.is_file() or (path.is_symlink() and not path.exists())
+            ):
+                files.append(path)
+    return files, links
+
+
+def _reached_again(folder: Path) -> str:
+    """Why a folder that a link leads back into is not read again."""
+    target = os.path.realpath(folder)
+    if Path(os.path.realpath(folder.parent)).is_relative_to(target):
+        return "is a link back into a folder that holds it (a loop); not followed"
+    if folder.is_symlink():
+        return f"is a link back into a folder already read ({target}); not read twice"
+    return f"is, through a link, a second way into a folder already read ({target}); not read twice"
 
 
 def read_document(path: Path, max_bytes: int | None = None) -> Document:
@@ -140,6 +215,9 @@ def load_documents(
             if path.is_symlink():
                 missing = "is a symbolic link that leads nowhere (a loop, or a missing target)"
             problems.append(Problem(str(path), missing))
+            continue
+        if path.is_dir():  # only a folder reached again through a link is yielded
+            problems.append(Problem(str(path), _reached_again(path)))
             continue
         if is_records_file(path):
             found, bad = read_records(path, fields, max_bytes)

@@ -344,6 +344,52 @@ def test_documents_without_text_are_named_as_empty_and_skipped(tmp_path):
     assert set(_bot(data).store.documents()) == {"good", "fine"}
 
 
+# -- 10. a link to a folder is read like a folder; one leading back into a folder read is named --
+
+
+def _linked_folders(tmp_path: Path) -> Path:
+    """A folder with two notes, a link to five notes elsewhere, and links back into folders."""
+    notes = tmp_path / "elsewhere" / "notes"
+    notes.mkdir(parents=True)
+    for i, animal in enumerate(["Otters", "Herons", "Badgers", "Voles", "Newts"]):
+        (notes / f"n{i}.md").write_text(f"{animal} live near the river.\n", "utf-8")
+    folder = tmp_path / "folder"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "good.md").write_text("Kestrels hover over fields.\n", "utf-8")
+    (folder / "sub" / "moles.md").write_text("Moles dig tunnels.\n", "utf-8")
+    (folder / "notes_alias").symlink_to(notes)
+    (folder / "sub" / "up").symlink_to("..")  # loops
+    (folder / "dotloop").symlink_to(".")
+    (notes / "home").symlink_to(folder)
+    (folder / "sub_again").symlink_to("sub")  # a second way to a folder
+    return folder
+
+
+def test_a_link_to_a_folder_is_followed_and_one_leading_back_is_named(tmp_path):
+    folder = _linked_folders(tmp_path)
+    bot = _bot(tmp_path / "data")
+    reports: list = []
+    # In a thread, so that a walk that never ends fails the test instead of hanging it.
+    ingest = threading.Thread(target=lambda: reports.append(bot.ingest([folder])), daemon=True)
+    ingest.start()
+    ingest.join(120)
+    assert reports, "the ingest must end: each folder is read once, whatever links lead to it"
+    report = reports[0]
+    assert report.added == 7, f"the 2 notes of the folder and the 5 behind the link: {report}"
+    named = {Path(p.source).relative_to(folder).as_posix(): p.message for p in report.problems}
+    assert set(named) == {"dotloop", "sub/up", "notes_alias/home", "sub_again"}, (
+        f"each link back into a folder already read is named: {report.problems}"
+    )
+    for where, why in named.items():
+        assert "a link back into a folder" in why, f"{where} must say why it is skipped: {why}"
+    again = bot.ingest([folder])
+    assert (again.unchanged, again.removed, len(again.problems)) == (7, 0, 4), again
+    (tmp_path / "elsewhere" / "notes" / "n0.md").unlink()
+    assert bot.ingest([folder]).removed == 1, "a note deleted behind the link leaves the index"
+    rebuilt = bot.ingest([folder], rebuild=True)
+    assert rebuilt.added == 6, f"a rebuild of the folder keeps what its link leads to: {rebuilt}"
+
+
 # -- what holds as before ------------------------------------------------------------------------
 
 

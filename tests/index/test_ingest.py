@@ -209,8 +209,9 @@ def test_another_process_ingesting_is_seen_by_a_running_bot(tmp_path):
     )
     result = run_cli(data, "ingest", str(corpus), CHATBOT_CORPUS_DIR=str(corpus))
     assert "1 added" in result.stdout, result.stderr
-    top = bot.retrieve("zeppelin hangar acoustics", k=1)[0]
-    assert top.doc_id == "zeppelins", "the keyword index follows changes made by another process"
+    # This process's dense index has not seen it; only the keyword index, read again, can find it.
+    found = [p.doc_id for p in bot.retrieve("zeppelin hangar acoustics", k=3)]
+    assert "zeppelins" in found, "the keyword index follows changes made by another process"
 
 
 def test_a_rebuild_takes_every_vector_from_the_cache(data_dir):
