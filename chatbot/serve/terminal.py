@@ -23,6 +23,15 @@ _SEQUENCE = re.compile(
 # What is left: C0 controls but tab and line feed, DEL, C1 controls, and the bidirectional
 # overrides and isolates that make a terminal show text in another order than it is stored.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# A sequence the text ends in the middle of, which more text may finish: a string not yet ended
+# (an ESC last may begin its ST), a CSI before its final byte, an ESC before the character after it;
+# and a CR last, which may be the first half of a CRLF.
+_UNFINISHED = re.compile(
+    r"(?:(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*\x1b?"
+    r"|(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*"
+    r"|\x1b[\x20-\x2f]*"
+    r"|\r)\Z"
+)
 
 
 def clean(text: object) -> str:
@@ -31,6 +40,29 @@ def clean(text: object) -> str:
     # A carriage return alone would let a line overwrite itself: it becomes a line break.
     shown = shown.replace("\r\n", "\n").replace("\r", "\n")
     return _CONTROL.sub("", _SEQUENCE.sub("", shown))
+
+
+class StreamCleaner:
+    """`clean` for text that arrives in pieces: a sequence split between pieces goes whole.
+
+    Cleaning each piece alone would drop the ESC of "\\x1b" + "[0m" and print "[0m".
+    """
+
+    def __init__(self) -> None:
+        self._held = ""
+
+    def feed(self, piece: object) -> str:
+        """The cleaned text of `piece`; a sequence it ends in the middle of waits for the next."""
+        text = self._held + (piece if isinstance(piece, str) else str(piece))
+        match = _UNFINISHED.search(text)
+        cut = match.start() if match else len(text)
+        self._held = text[cut:]
+        return clean(text[:cut])
+
+    def close(self) -> str:
+        """What is still held when the stream ends, cleaned: an unfinished sequence is dropped."""
+        held, self._held = self._held, ""
+        return clean(held)
 
 
 # The supporting quote under each source is cut to this length: a reminder, not the passage.
@@ -88,15 +120,17 @@ def print_stream(stream: Any, error: type[BaseException]) -> None:
     off where it was printed (stdout): a reader of stdout alone never takes it for a whole answer.
     """
     printed = False
+    shown = StreamCleaner()
     try:
         for piece in stream:
-            say(piece, end="", flush=True)
+            print(shown.feed(piece), end="", flush=True)
             printed = True
     except (error, KeyboardInterrupt):
         if printed:
+            print(shown.close(), end="")
             say(f"\n{CUT_OFF}", flush=True)
         raise
-    say()
+    print(shown.close())
     print_unsupported(stream.answer)
     print_narrowed(stream.answer)
     print_sources(stream.answer)

@@ -14,7 +14,7 @@ import pytest
 from chatbot import Chatbot, Settings
 from chatbot.errors import QuestionError
 from chatbot.serve.cli import main
-from chatbot.serve.terminal import CUT_OFF, clean
+from chatbot.serve.terminal import CUT_OFF, StreamCleaner, clean
 from tests.answer.test_faults_model import fake, model_env, openai_server  # noqa: F401 (fixtures)
 from tests.answer.test_llm import QUESTION as MODEL_QUESTION
 from tests.helpers import run_cli
@@ -199,3 +199,59 @@ def test_where_authors_matches_one_author_of_several(tmp_path, capsys):
     assert found("authors=ada lovelace") == {"p1"}, "names compare as names, in any case"
     assert found("authors!=Grace Hopper") == {"p1"}
     assert found("authors=Alan Turing", "authors=Grace Hopper") == {"p3"}
+
+
+# -- a sequence the model streams in two pieces is removed whole --------------------------------
+
+# Pieces of a streamed answer (the fake server sends 7 characters at a time): each sequence is cut
+# between two of them, and "[0m" also appears as plain text, with no ESC before it.
+SPLIT = [
+    "Lenses\x1b",
+    "[0m foc",
+    "us \x1b[31",
+    "mlight ",
+    "hidden\x1b",
+    "[0m; [0",
+    "m is te",
+    "xt.\x1b]0;",
+    "titled\x1b",
+    "\\ Done\x1b",
+]
+
+
+def test_a_sequence_split_across_streamed_pieces_is_removed_whole(
+    fake,  # noqa: F811
+    built_index,
+    capsys,
+    monkeypatch,
+):
+    assert all(len(piece) == 7 for piece in SPLIT[:-1]), (
+        "each piece must be one chunk of the server"
+    )
+    fake.script = [{"content": "".join(SPLIT)}]
+    for name, value in model_env(fake).items():
+        monkeypatch.setenv(name, value)
+    assert main(["--data-dir", str(built_index), "ask", MODEL_QUESTION]) == 0
+    out = capsys.readouterr().out
+    _shows_nothing_active(out, "ask")
+    answer = out.split("\n")[0]
+    assert answer == "Lenses focus light hidden; [0m is text. Done", (
+        f"no part of a split sequence may show, and text without an ESC stays: {answer!r}"
+    )
+
+
+def test_streamed_text_is_cleaned_as_if_it_came_whole_wherever_it_is_cut():
+    text = f"Keep [0m and 31m as text.{HOSTILE}\r\nEnd of\r{HOSTILE} the answer."
+    whole = clean(text)
+    assert "Keep [0m and 31m as text." in whole and "End of\n the answer." in whole
+    cuts = [[text[:i], text[i:]] for i in range(1, len(text))] + [list(text)]
+    for pieces in cuts:
+        shown = StreamCleaner()
+        streamed = "".join(shown.feed(piece) for piece in pieces) + shown.close()
+        assert streamed == whole, f"cut into {pieces[:3]!r}…: {streamed!r}"
+
+
+def test_an_unfinished_sequence_at_the_end_of_a_stream_is_dropped():
+    shown = StreamCleaner()
+    assert shown.feed("Lenses focus light\x1b[3") == "Lenses focus light", "the CSI waits"
+    assert shown.close() == "", "a stream that ends inside a sequence prints none of it"
