@@ -181,40 +181,44 @@ class Chatbot:
         they leave out; without given paths, the sources the collection holds.
         """
         from chatbot.errors import ConfigError, IngestError, StoreDamagedError
+        from chatbot.index.bm25 import recorded_sources
         from chatbot.index.store import Store
-        from chatbot.index.sync import left_out
+        from chatbot.index.sync import left_out, sources, uncovered
 
         name = self.settings.collection
         others: list[str] = []
-        held: dict[str, int] = {}
         try:
             try:
                 stored = self.store.documents()
             except ConfigError:  # built with other embeddings: what the rebuild is for
                 stored = Store(self.settings, any_model=True).documents()
-            dropped, held = left_out(stored, [*roots, *linked]), left_out(stored, [])
+            held, dropped = sources(stored), left_out(stored, [*roots, *linked])
         except StoreDamagedError:
+            # The store cannot say where its documents came from; the keyword index recorded it.
             # Moving the damaged store aside drops every collection it held, not only this one.
-            dropped, others = {}, self._other_collections()
+            held = recorded_sources(self.settings.data_dir / "bm25" / name)
+            dropped, others = uncovered(held, [*roots, *linked]), self._other_collections()
         if not dropped and not others:
             return
         paths = [*map(str, roots), *dropped] if given else list(held)
         command = self.settings.command(
             "ingest", "--rebuild", *dict.fromkeys(p.split(" (")[0] for p in paths)
         )
+        problems = []
         if dropped:
             shown = "; ".join(f"{where} ({n})" for where, n in dropped.items())
-            raise IngestError(
+            problems.append(
                 f"Rebuilding collection {name!r} from {', '.join(map(str, roots))} alone would "
-                f"drop the documents it holds from {shown}: run `{command}`, or add --yes to "
-                "drop them."
+                f"drop the documents it holds from {shown}: run `{command}`"
             )
-        each = self.settings.with_(collection="NAME").command("ingest", "--rebuild")
-        raise IngestError(
-            f"The damaged store also holds the collection(s) {', '.join(others)}: the rebuild "
-            f"moves the whole store aside, so rebuild each of them afterwards with `{each} "
-            "PATH…`; add --yes to go ahead."
-        )
+        if others:
+            each = self.settings.with_(collection="NAME").command("ingest", "--rebuild")
+            problems.append(
+                f"The damaged store also holds the collection(s) {', '.join(others)}: the "
+                "rebuild moves the whole store aside, so rebuild each of them afterwards with "
+                f"`{each} PATH…`"
+            )
+        raise IngestError("; ".join(problems) + "; or add --yes to go ahead and drop them.")
 
     def _other_collections(self) -> list[str]:
         """Other collections of the embedded store, as their keyword indexes on disk name them."""

@@ -37,7 +37,8 @@ class KeywordIndex:
     """BM25 over passage ids, in fields; tagged with the store revision it was built from.
 
     It also keeps each passage's document id and the collection's facets (authors, years, venues
-    with their documents, as `query.facets` gives them), so a question can be narrowed to them.
+    with their documents, as `query.facets` gives them), so a question can be narrowed to them;
+    and how many documents come from each folder, which a damaged store can no longer say.
     """
 
     def __init__(
@@ -47,8 +48,10 @@ class KeywordIndex:
         revision: str,
         doc_ids: list[str] | None = None,
         facets: dict[str, Any] | None = None,
+        sources: dict[str, int] | None = None,
     ) -> None:
         self._retriever = retriever
+        self.sources = sources or {}
         self.ids = ids
         self.revision = revision
         self.doc_ids = doc_ids if doc_ids is not None else list(ids)
@@ -66,6 +69,7 @@ class KeywordIndex:
         facets: dict[str, Any] | None = None,
         k1: float = K1,
         b: float = B,
+        sources: dict[str, int] | None = None,
     ) -> KeywordIndex:
         """Index each field's texts (one per passage, in the order of `ids`; "" for none)."""
         import bm25s
@@ -78,7 +82,7 @@ class KeywordIndex:
         retriever = bm25s.BM25(k1=k1, b=b)
         if tokens:
             retriever.index([t or ["\x00empty"] for t in tokens], show_progress=False)
-        return cls(retriever, list(ids), revision, list(doc_ids or ids), facets)
+        return cls(retriever, list(ids), revision, list(doc_ids or ids), facets, sources)
 
     def save(self, folder: Path) -> None:
         """Publish the index in `folder` atomically, also against other processes saving it.
@@ -100,6 +104,7 @@ class KeywordIndex:
             "dir": name,
             "doc_ids": self.doc_ids,
             "facets": self.facets,
+            "sources": self.sources,
         }
         pointer = folder / f"{_TMP}{name}.json"
         pointer.write_text(json.dumps(meta))
@@ -121,7 +126,8 @@ class KeywordIndex:
                 docs = meta.get("doc_ids")
                 if not isinstance(docs, list) or len(docs) != len(meta["ids"]):
                     raise ValueError("its document ids do not match its passage ids")
-                return cls(retriever, meta["ids"], revision, docs, meta.get("facets") or {})
+                facets, sources = meta.get("facets") or {}, meta.get("sources") or {}
+                return cls(retriever, meta["ids"], revision, docs, facets, sources)
             except Exception as e:
                 # Another process may have published a newer index and pruned this one.
                 if _read_ids(folder) != meta:
@@ -193,6 +199,18 @@ IDS = "ids.json"
 # Another process's sub-folder or file younger than this (seconds) may be about to be published.
 _KEEP_RECENT = 60.0
 _KEEP_UNFINISHED = 3600.0
+
+
+def recorded_sources(folder: Path) -> dict[str, int]:
+    """The folders (or files) the index saved in `folder` was built from, with their document
+    counts; empty when it has none to give."""
+    try:
+        sources = (_read_ids(folder) or {}).get("sources")
+    except KeywordIndexError:
+        return {}
+    if not isinstance(sources, dict):
+        return {}
+    return {str(k): v for k, v in sources.items() if isinstance(v, int)}
 
 
 def _read_ids(folder: Path) -> dict[str, Any] | None:

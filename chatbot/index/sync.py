@@ -116,15 +116,26 @@ def _claimed(stored: str, loaded: set[str], failed: set[str], present: Collectio
 
 def sources(stored: dict[str, StoredDoc]) -> dict[str, int]:
     """How many documents come from each folder (or JSON Lines file), sorted by path."""
+    return source_counts(doc.source for doc in stored.values())
+
+
+def source_counts(sources: Iterable[str]) -> dict[str, int]:
+    """How many of `sources` (one per document) come from each folder or JSON Lines file."""
     counts: dict[str, int] = {}
-    for doc in stored.values():
-        file = Path(source_file(doc.source))
+    for source in sources:
+        file = Path(source_file(source))
         if not file.is_absolute():
             where = f"{file.parent} (relative to an unknown folder: ingest it again to fix)"
         else:
-            where = str(file if doc.source != str(file) else file.parent)
+            where = str(file if source != str(file) else file.parent)
         counts[where] = counts.get(where, 0) + 1
     return dict(sorted(counts.items()))
+
+
+def uncovered(counts: dict[str, int], roots: Sequence[str | Path]) -> dict[str, int]:
+    """The folders (or files) of `source_counts` that `roots` do not cover."""
+    resolved = [PurePath(os.path.realpath(r)) for r in roots]
+    return {k: n for k, n in counts.items() if not _covered(k, resolved)}
 
 
 def left_out(stored: dict[str, StoredDoc], roots: Sequence[str | Path]) -> dict[str, int]:

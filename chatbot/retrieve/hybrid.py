@@ -17,6 +17,7 @@ from chatbot.errors import KeywordIndexError
 from chatbot.index.bm25 import KeywordIndex
 from chatbot.index.pdf import REFERENCES
 from chatbot.index.store import Store
+from chatbot.index.sync import source_counts
 from chatbot.retrieve.facets import Facets, Narrowing, about, facets
 from chatbot.retrieve.filters import check_k, check_where, explain_no_match
 from chatbot.text.terms import terms
@@ -118,7 +119,10 @@ class Retriever:
             "meta": [about(m) for m in metas],
         }
         found = facets(zip(doc_ids, metas))
-        return KeywordIndex.build(ids, fields, revision, doc_ids, found, **bm25)
+        # Where each document came from, kept with the index: a damaged store cannot say.
+        where = {d: m["source"] for d, m in zip(doc_ids, metas, strict=True) if m.get("source")}
+        counts = source_counts(where.values())
+        return KeywordIndex.build(ids, fields, revision, doc_ids, found, sources=counts, **bm25)
 
     def search(
         self, query: str, k: int | None = None, where: dict | None = None, *, narrow: bool = True

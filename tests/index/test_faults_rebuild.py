@@ -110,6 +110,23 @@ def test_a_damaged_store_names_every_collection_a_rebuild_would_drop(data_dir, t
     assert "0 embedded" in again.stdout or "written" in again.stdout, "vectors from the cache"
 
 
+@pytest.mark.slow
+def test_a_damaged_store_names_the_users_own_folders_a_rebuild_would_drop(data_dir, tmp_path):
+    notes = _notes(tmp_path)
+    added = run_cli(data_dir, "ingest", "--quiet", str(notes))
+    assert added.returncode == 0, added.stderr
+    with (data_dir / "chroma" / "chroma.sqlite3").open("r+b") as f:
+        f.write(b"this is not an SQLite header" * 4)
+
+    refused = run_cli(data_dir, "ingest", "--rebuild", "--quiet")
+    assert refused.returncode == 1, refused.stderr
+    assert f"{notes} (2)" in refused.stderr, f"the keyword index kept it: {refused.stderr}"
+    command = shlex.split(refused.stderr.split("`")[1])
+    assert str(notes) in command and "--yes" in refused.stderr, command
+    rebuilt = run_cli(data_dir, *command[3:], "--quiet")
+    assert rebuilt.returncode == 0 and "22 added" in rebuilt.stdout, rebuilt.stderr
+
+
 def _garbage_header(path: Path) -> None:
     with path.open("r+b") as f:
         f.write(b"\x00garbage, not an SQLite header\x00" * 8)
