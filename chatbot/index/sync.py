@@ -66,7 +66,8 @@ class IngestReport:
         if self.relocated:
             line += f"; {self.relocated} source path(s) updated"
         if self.problems:
-            line += f"; {len(self.problems)} file(s) skipped"
+            # A problem is a file, a record of a JSON Lines file or a link: each is named above.
+            line += f"; {len(self.problems)} skipped"
         return line
 
 
