@@ -128,7 +128,7 @@ class Chatbot:
         docs, problems = load_documents(
             roots, fields, settings.max_file_bytes, settings.max_pdf_pages
         )
-        problems = fetched + problems
+        problems, covered = fetched + problems, [*roots, *linked]
         with self._lock:
             # Counted as a change until it is known that nothing changed (also when interrupted).
             changed_before, self._changed = self._changed, True
@@ -138,15 +138,7 @@ class Chatbot:
                 # A rebuild may be how the user moves to other embeddings: skip the model check.
                 self._store, self._retriever = Store(self.settings, rebuild=True), None
             splitter = Splitter(self.settings.chunk_tokens, self.settings.chunk_overlap)
-            report = sync(
-                self.store,
-                splitter,
-                docs,
-                [*roots, *linked],
-                problems,
-                progress=progress,
-                replace=replace,
-            )
+            report = sync(self.store, splitter, docs, covered, problems, progress, replace)
             self._changed = changed_before or rebuild or report.changed or bool(report.relocated)
             if report.changed or rebuild:
                 self._warm_sentences(report.written, progress)
