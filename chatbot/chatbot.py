@@ -107,7 +107,7 @@ class Chatbot:
         the id to it. A `rebuild` that would lose documents from other folders, or other
         collections of a damaged store, raises IngestError naming them, unless `drop` says to.
         """
-        from chatbot.index.documents import Splitter, linked_folders, load_documents
+        from chatbot.index.documents import Splitter, find_files, load_documents
         from chatbot.index.fetch import localise
         from chatbot.index.sync import sync
 
@@ -122,12 +122,11 @@ class Chatbot:
         )
         # Folders reached through links are covered too: their documents are stored under their
         # real paths, and one removed there is removed from the index.
-        linked = linked_folders(roots)
+        files, linked = find_files(roots)
         if rebuild and not drop:
             self._check_rebuild(roots, given=bool(paths), linked=linked)
-        docs, problems = load_documents(
-            roots, fields, settings.max_file_bytes, settings.max_pdf_pages
-        )
+        limits = settings.max_file_bytes, settings.max_pdf_pages
+        docs, problems = load_documents(roots, fields, *limits, files=files)
         problems, covered = fetched + problems, [*roots, *linked]
         with self._lock:
             # Counted as a change until it is known that nothing changed (also when interrupted).

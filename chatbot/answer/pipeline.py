@@ -219,8 +219,9 @@ def answer_stream(
         standalone, usage = condensed.question, dict(condensed.usage)
     clock.lap("condense")
     found = retrieve(parts.retriever, standalone, k, where, parts.settings.top_k)
-    english = reads_as_english(standalone, vocabulary_words())
-    if not found.relevant and english:
+    # The relevance floor is an English one: it holds back only an English question.
+    floored = not found.relevant and reads_as_english(standalone, vocabulary_words())
+    if floored:
         # Slips of the keyboard can hide every related passage: read them as the words of the
         # passages found, and search once more.
         words = word_counts(f"{p.title} {p.text}" for p in found.passages)
@@ -229,7 +230,7 @@ def answer_stream(
             found = retrieve(parts.retriever, respelled, k, where, parts.settings.top_k)
     clock.lap("retrieve")
     finish = partial(to_answer, question, standalone, clock=clock, narrowed=found.narrowed)
-    if not found.relevant and english:
+    if floored and not found.relevant:
         # Nothing retrieved is even related: say so without asking the model to invent something.
         # The floor is an English one: a question in another language goes to the model, which
         # answers in that language or says what it cannot read.

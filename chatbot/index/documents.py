@@ -44,16 +44,12 @@ def iter_files(paths: Iterable[str | Path]) -> Iterator[Path]:
     searched (a loop, or a second way to the same folder) is yielded itself, so that reading it
     names it as skipped: no folder is searched twice, so the search always ends.
     """
-    yield from _walk(paths)[0]
+    yield from find_files(paths)[0]
 
 
-def linked_folders(paths: Iterable[str | Path]) -> list[Path]:
-    """The real folders that links under `paths` lead to and that `iter_files` searches: what
-    an ingest of `paths` covers besides `paths` themselves."""
-    return _walk(paths)[1]
-
-
-def _walk(paths: Iterable[str | Path]) -> tuple[list[Path], list[Path]]:
+def find_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[Path]]:
+    """What `iter_files` yields, and the real folders links under `paths` lead to: what an
+    ingest of `paths` covers besides `paths` themselves."""
     roots = [Path(p) for p in paths]
     searched: set[str] = set()  # real paths, which every way to a folder shares
     found: list[list[Path]] = []
@@ -199,17 +195,19 @@ def load_documents(
     fields: Any = None,
     max_bytes: int | None = None,
     max_pages: int = MAX_PDF_PAGES,
+    *,
+    files: Iterable[Path] | None = None,
 ) -> tuple[list[Document], list[Problem]]:
     """Read every document under `paths`; bad files become Problems, the rest are returned.
 
     JSON Lines files hold one document a line; `fields` (a records.Fields) names their fields.
     A file (or a record's text) larger than `max_bytes`, or a PDF of over `max_pages` pages,
-    is refused.
+    is refused. `files` is what `find_files(paths)` found, when the caller has it already.
     """
     docs: list[Document] = []
     problems: list[Problem] = []
     seen: dict[str, str] = {}
-    for path in iter_files(paths):
+    for path in iter_files(paths) if files is None else files:
         if not path.exists():
             missing = "does not exist"
             if path.is_symlink():

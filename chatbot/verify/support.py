@@ -49,9 +49,7 @@ _NUMBER_WORDS = {
 }  # fmt: skip
 # "8 billion", "7B", "1.5M": a figure in digits times a scale.
 _SCALES = {"K": 10**3, "k": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
-_SCALED = re.compile(
-    r"(\d+(?:[.,]\d+)*)\s*(hundred|thousand|million|billion|trillion|[KMBT]\b|k\b)"
-)
+_SCALED = re.compile(r"(\d+(?:[.,]\d+)*)\s*(hundred|thousand|million|billion|trillion|[KkMBT]\b)")
 # Groups of three digits after a space, a no-break or a thin space: "10 000".
 _GROUPED = re.compile(r"(?<![\d.,])(\d{1,3})((?:[ \u00a0\u202f\u2009]\d{3})+)(?![\d.,]?\d)")
 _NAME = re.compile(
